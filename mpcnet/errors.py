@@ -1,0 +1,37 @@
+"""Typed errors shared by every layer; each message names the party, peer or file and the remedy."""
+
+
+class MPCError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(MPCError):
+    """A configuration file or option is wrong."""
+
+
+class RangeError(MPCError):
+    """A value does not fit the fixed-point or ring range it must be encoded in."""
+
+
+class InputError(MPCError):
+    """A user input (CSV file, dataset name, k) is malformed or out of range."""
+
+
+class PeerError(MPCError):
+    """A peer could not be reached, went away, stalled or sent a malformed frame."""
+
+
+class HandshakeError(PeerError):
+    """TLS or identity check with a peer failed."""
+
+
+class CheatingDetected(MPCError):
+    """An active-security check failed: some server deviated from the protocol."""
+
+    def __init__(self, check: str, detail: str = "") -> None:
+        self.check = check
+        super().__init__(f"cheating detected: {check} check failed" + (f" ({detail})" if detail else ""))
+
+
+class AccessDenied(MPCError):
+    """A client asked for something its role does not allow."""

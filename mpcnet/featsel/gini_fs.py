@@ -1,0 +1,49 @@
+"""Layer: featsel. pi_GINI-FS (Protocol 3 of Li, Dowsley, De Cock, 2021).
+
+Lines 1-3 score every feature with pi_MS-GINI (one batch for all features), line 4 selects the
+k features with the lowest scores through pi_FILTER-FS. Scores are compared exactly as
+fractions, ties broken by the lower feature index, so the selection equals the plaintext one.
+Nobody learns scores or selected indices: only D' and the selected columns' scale exponents
+leave as shares, after the scheme's checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpcnet.errors import InputError
+from mpcnet.featsel.filter_fs import filter_fs
+from mpcnet.featsel.msgini import check_exact_ranking, msgini_fraction
+from mpcnet.ops.topk import topk_fraction
+from mpcnet.schemes.base import Scheme, Shared
+
+
+@dataclass
+class SelectionResult:
+    """Shares of the reduced dataset and of the selected columns' fixed-point exponents."""
+
+    reduced: Shared  # m x k: D' = D x T, fixed-point integers, exact
+    exponents: Shared  # k: the public per-column exponents times T
+
+
+async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: int,
+                  exponents: np.ndarray) -> SelectionResult:
+    """Select the k features of ``data`` with the best MS-GINI scores (Protocol 3)."""
+    m, p = data.shape
+    if labels.shape != (m, n_classes - 1):
+        raise InputError(f"label matrix must be {m} x {n_classes - 1} (one-hot without the last "
+                         f"class), got {labels.shape}")
+    if not 0 < k < p:
+        raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
+    check_exact_ranking(m)
+    q, d = await msgini_fraction(s, data, labels)
+    with s.engine.phase("selection"):
+        selection = await topk_fraction(s, q, d, k)
+    reduced = await filter_fs(s, data, selection)
+    chosen = s.matmul_public(np.asarray(exponents, dtype=np.int64).view(np.uint64).reshape(1, p),
+                             selection).reshape(k)
+    with s.engine.phase("checks"):
+        await s.verify()
+    return SelectionResult(reduced, chosen)

@@ -1,0 +1,1 @@
+"""Layer: ops. Building blocks written once against ``mpcnet.schemes.base.Scheme``."""

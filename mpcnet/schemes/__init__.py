@@ -1,0 +1,1 @@
+"""Layer: schemes. Secret-sharing schemes behind one interface (``base.Scheme``)."""

@@ -1,0 +1,186 @@
+"""Layer: schemes. The interface every secret-sharing scheme implements, and the share type.
+
+Protocols in ``ops`` and ``featsel`` are written once against ``Scheme`` and run unchanged under
+passive 3PC (rep3) and the active schemes. A scheme owns the layout of a party's local share
+array: ``Shared.data`` has ``scheme.lead`` leading axes (components held, MAC, limbs...) followed
+by the logical shape, so shape operations below are scheme-independent.
+
+Arithmetic shares live in Z_2^64 (uint64). Binary shares are bit-sliced: one uint64 word holds
+the 64 bits of one value, and XOR/AND act on whole words.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mpcnet.net.engine import RoundEngine
+
+
+@dataclass(frozen=True, eq=False)
+class Shared:
+    """One party's share of a secret array (arithmetic, or binary when ``binary``)."""
+
+    data: np.ndarray
+    lead: int
+    binary: bool = False
+
+    def __bool__(self) -> bool:
+        raise TypeError("a secret-shared value has no truth value: open it, or compare it "
+                        "securely with mpcnet.ops")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise TypeError("a secret-shared value cannot be mixed with public arrays implicitly: "
+                        "use the scheme's add_public / mul_public")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape[self.lead:])
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def _with(self, data: np.ndarray) -> Shared:
+        return Shared(data, self.lead, self.binary)
+
+    def __getitem__(self, index: Any) -> Shared:
+        if not isinstance(index, tuple):
+            index = (index,)
+        return self._with(self.data[(slice(None),) * self.lead + index])
+
+    def reshape(self, *shape: int) -> Shared:
+        if len(shape) == 1 and isinstance(shape[0], tuple):
+            shape = shape[0]
+        return self._with(self.data.reshape(self.data.shape[:self.lead] + tuple(shape)))
+
+    @property
+    def T(self) -> Shared:  # noqa: N802 - mirrors numpy
+        axes = list(range(self.lead)) + list(range(self.data.ndim - 1, self.lead - 1, -1))
+        return self._with(self.data.transpose(axes))
+
+    def sum(self, axis: int) -> Shared:
+        """Sum over a logical axis (arithmetic shares only; local)."""
+        assert not self.binary, "sum of binary shares is not a ring sum"
+        ax = axis + self.lead if axis >= 0 else axis
+        return self._with(self.data.sum(axis=ax, dtype=np.uint64))
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> Shared:
+        return self._with(np.broadcast_to(self.data, self.data.shape[:self.lead] + shape))
+
+
+def concat(parts: Sequence[Shared]) -> Shared:
+    """Flatten and join shares of the same kind, for one batched round."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first.reshape(first.size)
+    flat = [p.data.reshape(p.data.shape[:p.lead] + (-1,)) for p in parts]
+    return Shared(np.concatenate(flat, axis=first.lead), first.lead, first.binary)
+
+
+def split(whole: Shared, shapes: Sequence[tuple[int, ...]]) -> list[Shared]:
+    """Undo ``concat``: cut a flat share into pieces of the given shapes."""
+    out, start = [], 0
+    for shape in shapes:
+        size = int(np.prod(shape, dtype=np.int64))
+        out.append(whole[start:start + size].reshape(shape))
+        start += size
+    return out
+
+
+class Scheme(ABC):
+    """What a protocol may do with shares. Local methods are plain, interactive ones async."""
+
+    name: str
+    n_parties: int
+    lead: int
+    engine: RoundEngine
+
+    @property
+    def party(self) -> int:
+        return self.engine.party
+
+    # -- local arithmetic ------------------------------------------------------------------
+    def add(self, x: Shared, y: Shared) -> Shared:
+        return Shared(x.data + y.data, self.lead)
+
+    def sub(self, x: Shared, y: Shared) -> Shared:
+        return Shared(x.data - y.data, self.lead)
+
+    def neg(self, x: Shared) -> Shared:
+        return Shared(np.uint64(0) - x.data, self.lead)
+
+    def mul_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+        """x * c for a public integer array c (broadcast over the logical shape)."""
+        return Shared(x.data * np.asarray(c, dtype=np.uint64), self.lead)
+
+    def matmul_public(self, c: np.ndarray, x: Shared) -> Shared:
+        """c @ x for a public uint64 matrix c (local)."""
+        return Shared(np.matmul(np.asarray(c, dtype=np.uint64), x.data), self.lead)
+
+    @abstractmethod
+    def add_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+        """x + c for a public value c."""
+
+    @abstractmethod
+    def public(self, values: np.ndarray) -> Shared:
+        """A sharing of public values (no communication)."""
+
+    # -- interactive arithmetic ------------------------------------------------------------
+    @abstractmethod
+    async def mul(self, x: Shared, y: Shared) -> Shared:
+        """Elementwise product, one round."""
+
+    @abstractmethod
+    async def matmul(self, x: Shared, y: Shared) -> Shared:
+        """Matrix product with one reshare of the result (communication ~ result size)."""
+
+    @abstractmethod
+    async def open(self, x: Shared) -> np.ndarray:
+        """Reveal x to every party (after the scheme's checks)."""
+
+    @abstractmethod
+    def random(self, shape: tuple[int, ...]) -> Shared:
+        """A sharing of a uniformly random ring element nobody knows (no communication)."""
+
+    # -- binary (bit-sliced) ---------------------------------------------------------------
+    def xor(self, x: Shared, y: Shared) -> Shared:
+        return Shared(x.data ^ y.data, self.lead, True)
+
+    def and_public(self, x: Shared, mask: np.ndarray | int) -> Shared:
+        return Shared(x.data & np.asarray(mask, dtype=np.uint64), self.lead, True)
+
+    def shift(self, x: Shared, bits: int) -> Shared:
+        """Logical shift of every word: left for positive ``bits``, right for negative."""
+        if bits >= 0:
+            return Shared(x.data << np.uint64(bits), self.lead, True)
+        return Shared(x.data >> np.uint64(-bits), self.lead, True)
+
+    @abstractmethod
+    def xor_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+        """x XOR c for a public word c."""
+
+    @abstractmethod
+    async def and_(self, x: Shared, y: Shared) -> Shared:
+        """Bitwise AND of binary shares, one round."""
+
+    @abstractmethod
+    async def open_binary(self, x: Shared) -> np.ndarray:
+        """Reveal binary shares to every party."""
+
+    # -- conversions -----------------------------------------------------------------------
+    @abstractmethod
+    def arith_components(self, x: Shared) -> list[Shared]:
+        """Binary sharings of the additive components of x (their ring sum is x); local."""
+
+    @abstractmethod
+    def bit_components(self, b: Shared) -> list[Shared]:
+        """Arithmetic sharings of the XOR components of the bit in position 0 of b; local."""
+
+    # -- checks ----------------------------------------------------------------------------
+    async def verify(self) -> None:  # noqa: B027 - passive schemes have nothing to check
+        """Run every pending batched check; active schemes raise ``CheatingDetected``."""

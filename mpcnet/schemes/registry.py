@@ -1,0 +1,37 @@
+"""Layer: schemes. The security settings by name, with their client-side share/reconstruct."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpcnet.errors import ConfigError
+from mpcnet.schemes import rep3
+from mpcnet.schemes.base import Scheme
+
+
+@dataclass(frozen=True)
+class SchemeInfo:
+    """What a client and a server need to know about one security setting."""
+
+    name: str
+    n_parties: int
+    scheme: type[Scheme]
+    share: Callable[[np.ndarray], list[np.ndarray]]
+    reconstruct: Callable[..., np.ndarray]  # (shares by party, binary=False)
+
+
+SCHEMES: dict[str, SchemeInfo] = {
+    "passive3": SchemeInfo("passive3", 3, rep3.Rep3, rep3.share, rep3.reconstruct),
+}
+
+
+def get(name: str) -> SchemeInfo:
+    """The setting called ``name``, or a ``ConfigError`` listing the known ones."""
+    try:
+        return SCHEMES[name]
+    except KeyError:
+        raise ConfigError(f"unknown security setting {name!r}; choose one of "
+                          f"{', '.join(sorted(SCHEMES))}") from None

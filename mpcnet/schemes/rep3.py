@@ -1,0 +1,162 @@
+"""Layer: schemes. Passive 3PC: replicated secret sharing over Z_2^64 and bit-sliced Z_2.
+
+Araki, Furukawa, Lindell, Nof, Ohara, "High-throughput semi-honest secure three-party
+computation with an honest majority", CCS 2016. A value x = x0 + x1 + x2; party i holds
+(x_i, x_{i+1}) (indices mod 3), so any two parties can reconstruct and one learns nothing.
+Products: party i computes x_i y_i + x_i y_{i+1} + x_{i+1} y_i plus a zero-sharing term and sends
+it to party i-1 (section 3 of the paper): one round, one ring element per product per party.
+Matrix products reshare only the result (ABY3, Mohassel and Rindal, CCS 2018, section 5.1).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+
+from mpcnet.errors import CheatingDetected
+from mpcnet.net.engine import RoundEngine
+from mpcnet.prf import PRF
+from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.schemes.keys import pairwise_prfs
+
+U64 = np.uint64
+
+
+def share(values: np.ndarray) -> list[np.ndarray]:
+    """Client side: replicated shares of a uint64 array, one (2, *shape) array per party."""
+    values = np.asarray(values, dtype=U64)
+    x0 = _random_words(values.shape)
+    x1 = _random_words(values.shape)
+    comps = [x0, x1, values - x0 - x1]
+    return [np.stack([comps[i], comps[(i + 1) % 3]]) for i in range(3)]
+
+
+def reconstruct(shares: dict[int, np.ndarray], binary: bool = False) -> np.ndarray:
+    """Client side: the value behind the parties' shares, checking that every component held
+    by two parties was reported identically by both (raises ``CheatingDetected`` otherwise)."""
+    comps: dict[int, np.ndarray] = {}
+    for party, data in shares.items():
+        for offset in (0, 1):
+            j = (party + offset) % 3
+            if j in comps and not np.array_equal(comps[j], data[offset]):
+                raise CheatingDetected("result consistency",
+                                       f"component {j} differs between two servers")
+            comps[j] = data[offset]
+    if len(comps) != 3:
+        raise ValueError("reconstruction needs the shares of at least two of the three servers")
+    if binary:
+        return comps[0] ^ comps[1] ^ comps[2]
+    return comps[0] + comps[1] + comps[2]
+
+
+def _random_words(shape: tuple[int, ...]) -> np.ndarray:
+    return np.frombuffer(secrets.token_bytes(8 * int(np.prod(shape, dtype=np.int64))),
+                         dtype=U64).reshape(shape).copy()
+
+
+class Rep3(Scheme):
+    """Replicated 3-party sharing, semi-honest security."""
+
+    name = "passive3"
+    n_parties = 3
+    lead = 1  # data[0] = x_i, data[1] = x_{i+1}
+
+    def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF) -> None:
+        self.engine = engine
+        self._next = next_prf  # key shared with party i+1
+        self._prev = prev_prf  # key shared with party i-1
+
+    @classmethod
+    async def setup(cls, engine: RoundEngine) -> Rep3:
+        prfs = await pairwise_prfs(engine)
+        i = engine.party
+        return cls(engine, prfs[(i + 1) % 3], prfs[(i - 1) % 3])
+
+    @property
+    def next_party(self) -> int:
+        return (self.party + 1) % 3
+
+    @property
+    def prev_party(self) -> int:
+        return (self.party - 1) % 3
+
+    def _zero(self, shape: tuple[int, ...]) -> np.ndarray:
+        """This party's term of a 3-out-of-3 sharing of zero (Araki et al., section 2.2)."""
+        return self._next.words(shape) - self._prev.words(shape)
+
+    def _zero_xor(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._next.words(shape) ^ self._prev.words(shape)
+
+    async def _reshare(self, z: np.ndarray, binary: bool) -> Shared:
+        """From 3-out-of-3 terms z_i to replicated (z_i, z_{i+1}): send z_i to party i-1."""
+        got = await self.engine.exchange({self.prev_party: z}, [self.next_party])
+        return Shared(np.stack([z, got[self.next_party]]), 1, binary)
+
+    # -- arithmetic ------------------------------------------------------------------------
+    def add_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+        c = np.asarray(c, dtype=U64)
+        data = np.array(np.broadcast_to(x.data, x.data.shape), copy=True)
+        if self.party == 0:
+            data[0] = data[0] + c  # component 0 is held by parties 0 and 2
+        elif self.party == 2:
+            data[1] = data[1] + c
+        return Shared(data, 1)
+
+    def public(self, values: np.ndarray) -> Shared:
+        return self.add_public(Shared(np.zeros((2,) + np.shape(values), dtype=U64), 1), values)
+
+    async def mul(self, x: Shared, y: Shared) -> Shared:
+        a, b = np.broadcast_arrays(x.data, y.data)
+        z = a[0] * (b[0] + b[1]) + a[1] * b[0] + self._zero(a.shape[1:])
+        return await self._reshare(z, False)
+
+    async def matmul(self, x: Shared, y: Shared) -> Shared:
+        z = np.matmul(x.data[0], y.data[0] + y.data[1]) + np.matmul(x.data[1], y.data[0])
+        return await self._reshare(z + self._zero(z.shape), False)
+
+    async def open(self, x: Shared) -> np.ndarray:
+        got = await self.engine.exchange({self.prev_party: x.data[1]}, [self.next_party])
+        return x.data[0] + x.data[1] + got[self.next_party]
+
+    def random(self, shape: tuple[int, ...]) -> Shared:
+        return Shared(np.stack([self._prev.words(shape), self._next.words(shape)]), 1)
+
+    # -- binary ----------------------------------------------------------------------------
+    def xor_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+        c = np.asarray(c, dtype=U64)
+        data = np.array(x.data, copy=True)
+        if self.party == 0:
+            data[0] ^= c
+        elif self.party == 2:
+            data[1] ^= c
+        return Shared(data, 1, True)
+
+    async def and_(self, x: Shared, y: Shared) -> Shared:
+        a, b = np.broadcast_arrays(x.data, y.data)
+        z = (a[0] & (b[0] ^ b[1])) ^ (a[1] & b[0]) ^ self._zero_xor(a.shape[1:])
+        return await self._reshare(z, True)
+
+    async def open_binary(self, x: Shared) -> np.ndarray:
+        got = await self.engine.exchange({self.prev_party: x.data[1]}, [self.next_party])
+        return x.data[0] ^ x.data[1] ^ got[self.next_party]
+
+    # -- conversions -----------------------------------------------------------------------
+    def _components(self, data: np.ndarray, binary: bool) -> list[Shared]:
+        """Component j as a sharing whose only non-zero component is j (held by j-1 and j)."""
+        zero = np.zeros_like(data[0])
+        out = []
+        for j in range(3):
+            if j == self.party:
+                out.append(Shared(np.stack([data[0], zero]), 1, binary))
+            elif j == self.next_party:
+                out.append(Shared(np.stack([zero, data[1]]), 1, binary))
+            else:
+                out.append(Shared(np.stack([zero, zero]), 1, binary))
+        return out
+
+    def arith_components(self, x: Shared) -> list[Shared]:
+        return self._components(x.data, True)
+
+    def bit_components(self, b: Shared) -> list[Shared]:
+        return self._components(b.data & U64(1), False)

@@ -1,0 +1,54 @@
+"""Shared test helpers: run a protocol body under a scheme over in-process channels."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mpcnet.net.local import run_local_sync
+from mpcnet.schemes import registry
+from mpcnet.schemes.base import Scheme, Shared
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+SCHEME_NAMES = sorted(registry.SCHEMES)
+
+
+def run_protocol(scheme: str, inputs: dict[str, np.ndarray],
+                 body: Callable[..., Awaitable[Any]]) -> list[Any]:
+    """Share ``inputs`` as a client would, run ``body(s, **shares)`` at every party."""
+    info = registry.get(scheme)
+    shares = {name: info.share(np.asarray(v).astype(np.int64).view(np.uint64)
+                               if np.asarray(v).dtype != np.uint64 else v)
+              for name, v in inputs.items()}
+
+    async def party(engine: Any) -> Any:
+        s: Scheme = await info.scheme.setup(engine)
+        args = {name: Shared(sh[engine.party], s.lead) for name, sh in shares.items()}
+        return await body(s, **args)
+
+    return run_local_sync(info.n_parties, party)
+
+
+def opened(results: list[Any]) -> Any:
+    """The value every party opened; asserts that they all agree."""
+    first = results[0]
+    for other in results[1:]:
+        if isinstance(first, tuple):
+            for a, b in zip(first, other, strict=True):
+                np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_array_equal(first, other)
+    return first
+
+
+@pytest.fixture(params=SCHEME_NAMES)
+def scheme(request: pytest.FixtureRequest) -> str:
+    """Every registered security setting, one test run each."""
+    return str(request.param)

@@ -1,0 +1,109 @@
+"""Every scheme primitive against plaintext, parametrised over all registered schemes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import opened, run_protocol
+
+from mpcnet.schemes import registry
+
+EDGE = np.array([0, 1, -1, 2**62, -(2**62), 2**63 - 1, -(2**63), 12345, -98765], dtype=np.int64)
+
+
+def _values(rng: np.random.Generator, n: int) -> np.ndarray:
+    return np.concatenate([EDGE, rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)])
+
+
+def test_share_reconstruct_roundtrip(scheme: str) -> None:
+    info = registry.get(scheme)
+    x = _values(np.random.default_rng(1), 50).view(np.uint64)
+    shares = info.share(x)
+    assert len(shares) == info.n_parties
+    np.testing.assert_array_equal(info.reconstruct(dict(enumerate(shares))), x)
+    # no single party's share equals the secret
+    assert all(not np.array_equal(sh.reshape(-1, x.size)[0], x) for sh in shares)
+
+
+def test_reconstruct_detects_inconsistent_copies(scheme: str) -> None:
+    from mpcnet.errors import CheatingDetected
+    info = registry.get(scheme)
+    shares = info.share(np.arange(10, dtype=np.uint64))
+    shares[1] = shares[1].copy()
+    shares[1].reshape(-1)[0] += np.uint64(1)
+    with pytest.raises(CheatingDetected):
+        info.reconstruct(dict(enumerate(shares)))
+
+
+def test_linear_and_products(scheme: str) -> None:
+    rng = np.random.default_rng(2)
+    x, y = _values(rng, 40), _values(rng, 40)[::-1].copy()
+    c = rng.integers(-1000, 1000, x.size)
+
+    async def body(s, x, y):  # type: ignore[no-untyped-def]
+        prod = await s.mul(x, y)
+        lin = s.add_public(s.mul_public(s.sub(s.add(x, y), s.neg(y)), c), 7)
+        return await s.open(prod), await s.open(lin), await s.open(s.public(c.view(np.uint64)))
+
+    prod, lin, pub = opened(run_protocol(scheme, {"x": x, "y": y}, body))
+    xu, yu, cu = x.view(np.uint64), y.view(np.uint64), c.view(np.uint64)
+    np.testing.assert_array_equal(prod, xu * yu)
+    np.testing.assert_array_equal(lin, (xu + yu + yu) * cu + np.uint64(7))
+    np.testing.assert_array_equal(pub, cu)
+
+
+def test_matmul(scheme: str) -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(-(2**40), 2**40, (7, 5))
+    b = rng.integers(-(2**40), 2**40, (5, 3))
+
+    async def body(s, a, b):  # type: ignore[no-untyped-def]
+        return await s.open(await s.matmul(a, b))
+
+    result = opened(run_protocol(scheme, {"a": a, "b": b}, body))
+    np.testing.assert_array_equal(result, a.view(np.uint64) @ b.view(np.uint64))
+
+
+def test_binary_and_xor_and_components(scheme: str) -> None:
+    rng = np.random.default_rng(4)
+    x, y = _values(rng, 30), _values(rng, 30)
+
+    async def body(s, x, y):  # type: ignore[no-untyped-def]
+        # x and y are arithmetic sharings; their components give binary sharings that sum to x
+        xs, ys = s.arith_components(x), s.arith_components(y)
+        anded = await s.and_(xs[0], ys[0])
+        opened_x = [await s.open_binary(c) for c in xs]
+        opened_y0 = await s.open_binary(ys[0])
+        bits = [await s.open(c) for c in s.bit_components(s.xor_public(xs[0], 5))]
+        return opened_x, opened_y0, await s.open_binary(anded), bits
+
+    outs = run_protocol(scheme, {"x": x, "y": y}, body)
+    comps, y0, anded, bits = outs[0]
+    total = np.zeros(x.size, dtype=np.uint64)
+    for c in comps:
+        total += c
+    np.testing.assert_array_equal(total, x.view(np.uint64))
+    np.testing.assert_array_equal(anded, comps[0] & y0)
+    xor_bits = np.zeros(x.size, dtype=np.uint64)
+    for b in bits:
+        assert set(np.unique(b)) <= {0, 1}
+        xor_bits ^= b
+    np.testing.assert_array_equal(xor_bits, (comps[0] ^ np.uint64(5)) & np.uint64(1))
+
+
+def test_random_is_shared_and_fresh(scheme: str) -> None:
+    async def body(s):  # type: ignore[no-untyped-def]
+        return await s.open(s.random((1000,))), await s.open(s.random((1000,)))
+
+    r1, r2 = opened(run_protocol(scheme, {}, body))
+    assert not np.array_equal(r1, r2)
+    assert len(np.unique(r1)) > 990
+
+
+def test_secret_refuses_truth_value_and_implicit_mixing(scheme: str) -> None:
+    from mpcnet.schemes.base import Shared
+    secret = Shared(np.zeros((2, 3), dtype=np.uint64), 1)
+    with pytest.raises(TypeError, match="truth value"):
+        bool(secret)
+    with pytest.raises(TypeError, match="cannot be mixed"):
+        np.add(secret, 1)
