@@ -1,0 +1,16 @@
+# The two commands of the README. Both work on a fresh machine with Python 3.11+.
+PYTHON ?= python3
+
+.PHONY: demo test bench
+
+demo:  ## install, then run the whole product locally on the bundled dataset and check it
+	$(PYTHON) -m pip install -q -e .
+	$(PYTHON) -m client.demo
+
+test:  ## install with the dev tools, lint, and run the test suite (slow benchmarks skipped)
+	$(PYTHON) -m pip install -q -e '.[dev]'
+	$(PYTHON) -m ruff check mpcnet parties client certs tests bench
+	$(PYTHON) -m pytest -q
+
+bench:  ## in-process benchmark of the three paper shapes
+	$(PYTHON) -m bench.inprocess

@@ -1,0 +1,1 @@
+"""Benchmarks: in-process and networked runs of the private selection (not part of the tests)."""

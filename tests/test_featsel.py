@@ -1,0 +1,99 @@
+"""pi_GINI-FS end to end in-process: same selection as the plaintext reference, ties included."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import ROOT, run_protocol
+
+from mpcnet.dataset import read_bundled
+from mpcnet.encoded import EncodedDataset, encode_table
+from mpcnet.errors import InputError
+from mpcnet.featsel.gini_fs import gini_fs
+from mpcnet.plain.scores import msgini_fraction
+from mpcnet.plain.select import topk_fraction
+
+EXPECTED = json.loads((ROOT / "data" / "expected_msgini.json").read_text())
+
+
+def private_selection(scheme: str, ds: EncodedDataset, k: int) -> tuple[np.ndarray, np.ndarray,
+                                                                         dict]:
+    """Run pi_GINI-FS on ``ds``; return the reconstructed D', selected exponents, party 0's report."""
+
+    async def body(s, data, labels):  # type: ignore[no-untyped-def]
+        result = await gini_fs(s, data, labels, ds.n_classes, k, ds.exponents)
+        return (await s.open(result.reduced), await s.open(result.exponents), s.engine.report())
+
+    outs = run_protocol(scheme, {"data": ds.values, "labels": ds.label_matrix}, body)
+    return outs[0][0].view(np.int64), outs[0][1].view(np.int64), outs[0][2]
+
+
+def plain_selection(ds: EncodedDataset, k: int) -> list[int]:
+    q, d = msgini_fraction(ds.values, ds.codes, ds.n_classes)
+    return topk_fraction(q, d, k)
+
+
+@pytest.mark.parametrize("name", ["lsvt", "cogload"])
+def test_bundled_matches_independent_reference(scheme: str, name: str) -> None:
+    ds = encode_table(read_bundled(name))
+    expected = EXPECTED[name]
+    k = expected["k"]
+    reduced, exponents, _ = private_selection(scheme, ds, k)
+    chosen = expected["selected_indices"]
+    assert [ds.columns[j] for j in chosen] == expected["selected_in_order"]
+    assert plain_selection(ds, k) == chosen
+    np.testing.assert_array_equal(reduced, ds.values[:, chosen])  # exact, in the same order
+    np.testing.assert_array_equal(exponents, ds.exponents[chosen])
+
+
+def test_speeddating_matches_plaintext() -> None:
+    ds = encode_table(read_bundled("speeddating"))
+    assert ds.values.shape == (8378, 122)
+    chosen = plain_selection(ds, 67)
+    reduced, exponents, _ = private_selection("passive3", ds, 67)
+    np.testing.assert_array_equal(reduced, ds.values[:, chosen])
+    np.testing.assert_array_equal(exponents, ds.exponents[chosen])
+
+
+def _synthetic(m: int, p: int, n_classes: int, seed: int) -> EncodedDataset:
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, n_classes, m)
+    values = rng.integers(-50, 50, (m, p)) + codes[:, None] * rng.integers(0, 30, p)
+    values[:, 0] = 7  # constant feature: the '>' side is empty
+    values[:, 1] = values[:, 2]  # duplicate column: an exact tie, broken by the lower index
+    values[:, 3] = np.where(np.arange(m) % 2 == 0, -(2**39), 2**39 - 1)  # range limits
+    return EncodedDataset([f"c{j}" for j in range(p)], values, np.zeros(p, dtype=np.int64),
+                          [str(c) for c in range(n_classes)], codes)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 5])
+def test_multiclass_constant_features_and_ties(scheme: str, n_classes: int) -> None:
+    ds = _synthetic(90, 14, n_classes, seed=n_classes)
+    k = 9
+    chosen = plain_selection(ds, k)
+    reduced, _, _ = private_selection(scheme, ds, k)
+    np.testing.assert_array_equal(reduced, ds.values[:, chosen])
+
+
+def test_rounds_constant_and_bytes_linear() -> None:
+    figures = {}
+    for m, p, k in [(64, 8, 2), (256, 8, 2), (64, 32, 2), (64, 32, 20)]:
+        _, _, report = private_selection("passive3", _synthetic(m, p, 2, seed=m + p), k)
+        figures[(m, p, k)] = report
+    assert len({r["rounds"] for r in figures.values()}) == 1
+    scoring = {key: r["phases"]["scoring"]["bytes_sent"] for key, r in figures.items()}
+    product = {key: r["phases"]["product"]["bytes_sent"] for key, r in figures.items()}
+    # scoring grows with m*p (comparisons), the product with m*k (one reshare of D')
+    assert scoring[(256, 8, 2)] / scoring[(64, 8, 2)] == pytest.approx(4, rel=0.1)
+    assert scoring[(64, 32, 2)] / scoring[(64, 8, 2)] == pytest.approx(4, rel=0.1)
+    assert product[(64, 32, 20)] == 64 * 20 * 8
+    assert product[(256, 8, 2)] == 256 * 2 * 8
+
+
+def test_bad_k_and_label_shape_are_refused() -> None:
+    ds = _synthetic(20, 5, 2, seed=1)
+    for k in (0, 5, -1):
+        with pytest.raises(InputError, match="k must be"):
+            private_selection("passive3", ds, k)

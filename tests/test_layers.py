@@ -1,0 +1,66 @@
+"""The layering of DESIGN.md section 2: nothing below imports from above."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+# lower number = lower layer; a module may import its own layer and the layers below it
+LAYERS = {
+    "mpcnet.errors": 0, "mpcnet.ring": 0, "mpcnet.ring128": 0, "mpcnet.prf": 0,
+    "mpcnet.fixedpoint": 0,
+    "mpcnet.dataset": 1, "mpcnet.encoded": 1, "mpcnet.plain": 1,
+    "mpcnet.config": 2, "mpcnet.net": 2,
+    "mpcnet.schemes": 3,
+    "mpcnet.ops": 4,
+    "mpcnet.featsel": 5,
+    "certs": 6, "parties": 7, "client": 7,
+}
+
+
+def _layer(module: str) -> int | None:
+    best = None
+    for prefix, level in LAYERS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, level)
+    return None if best is None else best[1]
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for top in ("mpcnet", "parties", "client", "certs"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out.append((".".join(p for p in parts if p != "__init__"), path))
+    return out
+
+
+def test_every_module_has_a_layer_and_a_docstring() -> None:
+    for module, path in _modules():
+        if module in LAYERS or module.split(".")[0] != "mpcnet" or module == "mpcnet":
+            continue
+        assert _layer(module) is not None, f"{module} is in no layer of tests/test_layers.py"
+        if path.stat().st_size:
+            assert ast.get_docstring(ast.parse(path.read_text())), f"{module} has no docstring"
+
+
+def test_imports_point_downward() -> None:
+    bad = []
+    for module, path in _modules():
+        own = _layer(module)
+        if own is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                target = _layer(name)
+                if target is not None and target > own:
+                    bad.append(f"{module} (layer {own}) imports {name} (layer {target})")
+    assert not bad, "\n".join(bad)
