@@ -1,0 +1,134 @@
+"""Plaintext reference layer: feature scores (MS-GINI exactly, and GI, PCC, MI for comparison).
+
+MS-GINI follows pi_MS-GINI (Li, Dowsley, De Cock 2021, Protocol 2) on the fixed-point integers
+the servers hold: the mean split theta < f_i is tested as m * f_i > sum(f) (DESIGN.md
+section 4), so the flags and the counts a, b, A, B are exact. The score without the 1/m factor,
+G = a - A.A/a + b - B.B/b = m - Q/D with Q = b*A.A + a*B.B and D = a*b, is returned as the
+integer pair (Q, D); lower G means higher Q/D. An empty '>' side (b = 0, a constant feature)
+contributes 0, which b1 = max(b, 1) gives; the '<=' side always holds the smallest value.
+
+GI (best-threshold Gini impurity), PCC and MI are the other scores of the paper's Table I,
+computed in float64.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+
+def _check(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """Validate shapes and class codes; return codes as int64."""
+    c = np.asarray(codes)
+    if X.ndim != 2 or c.shape != (X.shape[0],):
+        raise ValueError(f"need an m x p matrix and m class codes, got {X.shape} and {c.shape}")
+    if not np.issubdtype(c.dtype, np.integer):
+        raise ValueError(f"class codes must be integers, got {c.dtype}")
+    if c.size and (c.min() < 0 or c.max() >= n_classes):
+        raise ValueError(f"class codes must lie in 0..{n_classes - 1}")
+    return c.astype(np.int64)
+
+
+def _split_flags(X: np.ndarray) -> np.ndarray:
+    """Exact m x p flags m * x_ij > sum_i x_ij: int64 if it cannot overflow, else Python ints."""
+    m = X.shape[0]
+    peak = max(int(X.max()), -int(X.min())) if X.size else 0
+    if 2 * m * peak < 2**63:  # bounds both |m * x| and |sum x|
+        return m * X > X.sum(axis=0)
+    big = X.astype(object)
+    return np.asarray(m * big > big.sum(axis=0), dtype=bool)
+
+
+def msgini_fraction(
+    X: np.ndarray, codes: np.ndarray, n_classes: int
+) -> tuple[list[int], list[int]]:
+    """Exact MS-GINI of every column of the integer matrix X as (Q, D): G = m - Q/D."""
+    X = np.asarray(X)
+    if not np.issubdtype(X.dtype, np.integer):
+        raise ValueError(f"MS-GINI reference needs fixed-point integers, got {X.dtype}")
+    c = _check(X, codes, n_classes)
+    m = X.shape[0]
+    flags = _split_flags(X).astype(np.int64)
+    onehot = (c[:, None] == np.arange(n_classes)[None, :]).astype(np.int64)
+    B = flags.T @ onehot  # p x n: |S_>theta and L_c|  (Protocol 2, lines 7-8)
+    A = onehot.sum(axis=0)[None, :] - B  # |S_<=theta and L_c|  (line 9)
+    b = flags.sum(axis=0)  # line 5
+    a = m - b  # line 12
+    AA = (A * A).sum(axis=1)
+    BB = (B * B).sum(axis=1)
+    Q, D = [], []
+    for j in range(X.shape[1]):
+        b1 = max(int(b[j]), 1)
+        Q.append(b1 * int(AA[j]) + int(a[j]) * int(BB[j]))
+        D.append(int(a[j]) * b1)
+    return Q, D
+
+
+def msgini_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """MS-GINI G = m - Q/D (Protocol 2 without 1/m) as float64, for display; lower is better."""
+    Q, D = msgini_fraction(X, codes, n_classes)
+    m = np.asarray(X).shape[0]
+    return np.array([float(m - Fraction(q, d)) for q, d in zip(Q, D, strict=True)])
+
+
+def gini_best_split(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """Gini impurity at each column's best threshold (CART; GI in Table I); lower is better.
+
+    The candidate splits lie between consecutive distinct sorted values; a constant column
+    scores the impurity of the whole set.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    c = _check(X, codes, n_classes)
+    m, p = X.shape
+    order = np.argsort(X, axis=0, kind="stable")
+    sorted_x = np.take_along_axis(X, order, axis=0)
+    sorted_c = c[order]
+    n_left = np.arange(1, m, dtype=np.float64)[:, None]  # split after row i of the sorted column
+    n_right = m - n_left
+    left_sq = np.zeros((m - 1, p))
+    right_sq = np.zeros((m - 1, p))
+    whole_sq = 0.0
+    for cls in range(n_classes):
+        left = np.cumsum(sorted_c == cls, axis=0)[:-1]
+        total = int((c == cls).sum())
+        left_sq += left.astype(np.float64) ** 2
+        right_sq += (total - left).astype(np.float64) ** 2
+        whole_sq += float(total) ** 2
+    impurity = (n_left - left_sq / n_left + n_right - right_sq / n_right) / m
+    valid = sorted_x[:-1] < sorted_x[1:]
+    best = np.where(valid, impurity, np.inf).min(axis=0, initial=np.inf)
+    return np.where(np.isfinite(best), best, 1.0 - whole_sq / m**2)
+
+
+def pearson(X: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """|Pearson correlation| of each column with the class code (PCC in Table I); higher is better.
+
+    A constant column scores 0.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    c = _check(X, codes, int(np.max(codes, initial=0)) + 1)
+    xc = X - X.mean(axis=0)
+    yc = c - c.mean()
+    den = np.sqrt((xc * xc).sum(axis=0) * float(yc @ yc))
+    num = np.abs(xc.T @ yc)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def mutual_information(X: np.ndarray, codes: np.ndarray, bins: int = 10) -> np.ndarray:
+    """Mutual information (nats) between each column, cut in `bins` equal-width bins, and the
+    label (MI in Table I); higher is better. A constant column falls in one bin and scores 0."""
+    X = np.asarray(X, dtype=np.float64)
+    n = int(np.max(codes, initial=0)) + 1
+    c = _check(X, codes, n)
+    m, p = X.shape
+    lo = X.min(axis=0)
+    width = X.max(axis=0) - lo
+    scaled = (X - lo) / np.where(width > 0, width, 1.0) * bins
+    cell = np.clip(np.floor(scaled).astype(np.int64), 0, bins - 1)
+    flat = (np.arange(p)[None, :] * bins + cell) * n + c[:, None]
+    joint = np.bincount(flat.ravel(), minlength=p * bins * n).reshape(p, bins, n) / m
+    p_bin = joint.sum(axis=2, keepdims=True)
+    p_cls = joint.sum(axis=1, keepdims=True)
+    ratio = np.divide(joint, p_bin * p_cls, out=np.ones_like(joint), where=joint > 0)
+    return (joint * np.log(ratio)).sum(axis=(1, 2))

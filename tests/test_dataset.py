@@ -1,0 +1,258 @@
+"""Tests of mpcnet.dataset: CSV reading, refusals of malformed files, labels, bundled data."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mpcnet.dataset import (
+    BUNDLED,
+    EncodingOptions,
+    bundled,
+    class_codes,
+    one_hot,
+    read_bundled,
+    read_csv,
+)
+from mpcnet.errors import InputError
+
+ORDINAL = EncodingOptions(categorical="ordinal")
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "data.csv") -> Path:
+    """Write a test file and return its path."""
+    path = tmp_path / name
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    path.write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
+    return path
+
+
+def refused(path: Path, *needles: str, **kwargs: object) -> str:
+    """Read `path` expecting an InputError whose message names the file and every needle."""
+    with pytest.raises(InputError) as err:
+        read_csv(path, **kwargs)  # type: ignore[arg-type]
+    msg = str(err.value)
+    assert str(path) in msg
+    for needle in needles:
+        assert needle in msg, f"{needle!r} not in {msg!r}"
+    return msg
+
+
+# ---- well-formed files ----------------------------------------------------------------------
+
+
+def test_reads_features_labels_and_drops(tmp_path: Path) -> None:
+    path = write(tmp_path, "id,a,label,b\n1,0.5,yes,-2\n2,1e3,no,3\n\n3,7,yes,4\n")
+    table = read_csv(path, label="label", drop=["id"])
+    assert table.columns == ["a", "b"]
+    assert table.values.dtype == np.float64
+    assert table.values.tolist() == [[0.5, -2.0], [1000.0, 3.0], [7.0, 4.0]]
+    assert table.labels is not None and table.labels.dtype == object
+    assert table.labels.tolist() == ["yes", "no", "yes"]
+    assert table.categories == {}
+
+
+def test_no_label_gives_none(tmp_path: Path) -> None:
+    table = read_csv(write(tmp_path, "a,b\n1,2\n"))
+    assert table.labels is None and table.columns == ["a", "b"]
+
+
+def test_gzip_bom_crlf_and_quoted_fields(tmp_path: Path) -> None:
+    text = '\ufeff"a","b,c",y\r\n"1","2",p\r\n3,4,q\r\n'
+    table = read_csv(write(tmp_path, text, "data.csv.gz"), label="y")
+    assert table.columns == ["a", "b,c"]
+    assert table.values.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_missing_zero_and_mean(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,y\n1,,p\nNA,4,q\n?,NaN,p\n3, na ,q\n")
+    zero = read_csv(path, label="y", options=EncodingOptions(missing="zero"))
+    assert zero.values.tolist() == [[1, 0], [0, 4], [0, 0], [3, 0]]
+    mean = read_csv(path, label="y", options=EncodingOptions(missing="mean"))
+    assert mean.values.tolist() == [[1, 4], [2, 4], [2, 4], [3, 4]]
+
+
+def test_ordinal_codes_sorted_categories(tmp_path: Path) -> None:
+    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\n,3,p\ngreen ,4,q\nred,5,p\n")
+    table = read_csv(path, label="y", options=EncodingOptions("ordinal", "zero"))
+    assert table.categories == {"c": ["blue", "green", "red"]}
+    assert table.values[:, 0].tolist() == [2, 0, 0, 1, 2]  # the missing cell becomes 0
+    assert table.values[:, 1].tolist() == [1, 2, 3, 4, 5]
+
+
+def test_known_categories_are_reused_and_enforced(tmp_path: Path) -> None:
+    first = EncodingOptions("ordinal", known_categories={"c": ["b", "a", "z"], "n": ["2", "1"]})
+    path = write(tmp_path, "c,n,y\na,1,p\nz,2,q\n")
+    table = read_csv(path, label="y", options=first)
+    assert table.values.tolist() == [[1, 1], [2, 0]]  # numeric-looking n is coded by the list
+    assert table.categories == {"c": ["b", "a", "z"], "n": ["2", "1"]}
+    bad = write(tmp_path, "c,n,y\na,1,p\nq,2,q\n", "bad.csv")
+    refused(bad, "row 2 (line 3)", "column 'c'", "'q'", "category list", label="y", options=first)
+
+
+def test_encoding_options_are_validated() -> None:
+    with pytest.raises(InputError, match="ordinal"):
+        EncodingOptions(known_categories={"c": ["a"]})
+    with pytest.raises(InputError, match="categorical"):
+        EncodingOptions(categorical="onehot")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="missing"):
+        EncodingOptions(missing="drop")  # type: ignore[arg-type]
+
+
+# ---- malformed files ------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    refused(tmp_path / "nope.csv", "cannot read")
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "  \n"])
+def test_empty_file(tmp_path: Path, text: str) -> None:
+    refused(write(tmp_path, text), "empty")
+
+
+def test_header_only(tmp_path: Path) -> None:
+    refused(write(tmp_path, "a,b,label\n"), "no data rows", label="label")
+
+
+def test_duplicate_column_names(tmp_path: Path) -> None:
+    refused(write(tmp_path, "a,b,a\n1,2,3\n"), "columns 1 and 3", "'a'", "unique")
+
+
+def test_empty_column_name(tmp_path: Path) -> None:
+    refused(write(tmp_path, "a,,c\n1,2,3\n"), "header column 2 has no name")
+
+
+def test_ragged_row(tmp_path: Path) -> None:
+    path = write(tmp_path, 'a,b,c\n1,2,3\n\n"x\ny",5,6\n7,8\n')
+    refused(path, "row 3 (line 6)", "2 cells", "header has 3")
+
+
+def test_bad_quoting(tmp_path: Path) -> None:
+    refused(write(tmp_path, 'a,b\n1,2\n3,"4"x\n'), "line 3", "quoting")
+
+
+def test_unterminated_quote(tmp_path: Path) -> None:
+    refused(write(tmp_path, 'a,b\n1,"2\n3,4\n'), "quoting")
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    data = b"a,b\n1,2\nx" + b"\xe9" + b",3\n"
+    refused(write(tmp_path, data), "byte offset 9", "line 3", "UTF-8")
+    gz = write(tmp_path, data, "data.csv.gz")
+    refused(gz, "byte offset 9 of the decompressed data", "line 3")
+
+
+def test_corrupt_gzip(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv.gz"
+    path.write_bytes(gzip.compress(b"a,b\n1,2\n")[:-6])
+    refused(path, "gzip")
+
+
+def test_unknown_label_and_drop(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b\n1,2\n2,3\n")
+    refused(path, "label column 'y'", "not in the header", label="y")
+    refused(path, "drop column 'z'", "not in the header", drop=["z"])
+    refused(path, "both the label and dropped", label="a", drop=["a"])
+
+
+def test_non_numeric_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,y\n1,2,p\n3,4,q\n5,high,p\n")
+    refused(path, "row 3 (line 4)", "column 'b'", "'high'", "--categorical ordinal", label="y")
+
+
+def test_missing_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,y\n1,2,p\n3,,q\n")
+    refused(path, "row 2 (line 3)", "column 'b'", "missing", "--missing zero|mean", label="y")
+
+
+def test_missing_in_text_column_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "c,y\nred,p\nNA,q\n")
+    refused(path, "row 2 (line 3)", "column 'c'", "--missing", label="y", options=ORDINAL)
+
+
+def test_mean_of_empty_column(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,y\n,p\n?,q\n")
+    refused(path, "column 'a'", "no value", label="y", options=EncodingOptions(missing="mean"))
+
+
+@pytest.mark.parametrize("cell", ["inf", "1e999", "-Infinity"])
+def test_infinity_refused(tmp_path: Path, cell: str) -> None:
+    path = write(tmp_path, f"a,y\n1,p\n2,q\n{cell},p\n")
+    refused(path, "row 3 (line 4)", "column 'a'", repr(cell), "infinite", label="y")
+
+
+def test_missing_label(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,y\n1,p\n2,\n3,q\n")
+    refused(path, "row 2 (line 3)", "column 'y'", "label is missing", label="y")
+
+
+def test_single_class_label(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,y\n1,p\n2,p\n")
+    refused(path, "only the class 'p'", "at least 2 classes", label="y")
+
+
+# ---- labels ---------------------------------------------------------------------------------
+
+
+def test_class_codes_numeric_and_text() -> None:
+    classes, codes = class_codes(np.array(["10", "2", "1", "2"], dtype=object))
+    assert classes == ["1", "2", "10"] and codes.tolist() == [2, 1, 0, 1]
+    assert codes.dtype == np.int64
+    classes, codes = class_codes(np.array(["b", "a", "10"], dtype=object))
+    assert classes == ["10", "a", "b"] and codes.tolist() == [2, 1, 0]
+
+
+def test_class_codes_with_agreed_list() -> None:
+    classes, codes = class_codes(np.array(["y", "x"], dtype=object), ["x", "y", "z"])
+    assert classes == ["x", "y", "z"] and codes.tolist() == [1, 0]
+    with pytest.raises(InputError, match="row 2"):
+        class_codes(np.array(["x", "w"], dtype=object), ["x", "y"])
+
+
+def test_one_hot_drops_last_class() -> None:
+    L = one_hot(np.array([0, 2, 1, 2]), 3)
+    assert L.dtype == np.uint64 and L.shape == (4, 2)
+    assert L.tolist() == [[1, 0], [0, 0], [0, 1], [0, 0]]
+    with pytest.raises(InputError):
+        one_hot(np.array([0, 3]), 3)
+
+
+# ---- bundled datasets -----------------------------------------------------------------------
+
+
+def test_bundled_paths_and_specs() -> None:
+    assert bundled("lsvt").name == "lsvt_126x310.csv"
+    assert {name: spec.k for name, spec in BUNDLED.items()} == {
+        "lsvt": 103,
+        "cogload": 12,
+        "speeddating": 67,
+    }
+    with pytest.raises(InputError, match="lsvt, cogload, speeddating"):
+        bundled("iris")
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "classes"),
+    [("lsvt", (126, 310), ["1", "2"]), ("cogload", (632, 120), ["0", "1"])],
+)
+def test_bundled_numeric_datasets(name: str, shape: tuple[int, int], classes: list[str]) -> None:
+    table = read_bundled(name)
+    assert table.values.shape == shape and len(table.columns) == shape[1]
+    assert table.labels is not None and class_codes(table.labels)[0] == classes
+    assert "user_id" not in table.columns and "label" not in table.columns
+
+
+def test_speeddating_loads_with_bundled_options() -> None:
+    table = read_bundled("speeddating")
+    assert table.values.shape == (8378, 122)
+    assert "match" not in table.columns and len(table.categories) == 59
+    assert table.categories["d_d_age"] == ["[0-1]", "[2-3]", "[4-6]", "[7-37]"]
+    assert np.isfinite(table.values).all()
+    assert table.labels is not None
+    classes, codes = class_codes(table.labels)
+    assert classes == ["0", "1"] and np.bincount(codes).tolist() == [6998, 1380]
