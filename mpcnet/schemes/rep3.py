@@ -88,10 +88,16 @@ class Rep3(Scheme):
     def _zero_xor(self, shape: tuple[int, ...]) -> np.ndarray:
         return self._next.words(shape) ^ self._prev.words(shape)
 
-    async def _reshare(self, z: np.ndarray, binary: bool) -> Shared:
-        """From 3-out-of-3 terms z_i to replicated (z_i, z_{i+1}): send z_i to party i-1."""
-        got = await self.engine.exchange({self.prev_party: z}, [self.next_party])
-        return Shared(np.stack([z, got[self.next_party]]), 1, binary)
+    def _terms(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Room for a reshared result; row 0 takes this party's 3-out-of-3 term in place."""
+        return np.empty((2,) + shape, dtype=U64)
+
+    async def _reshare(self, out: np.ndarray, binary: bool) -> Shared:
+        """From 3-out-of-3 terms z_i (in out[0]) to replicated (z_i, z_{i+1}): send z_i to
+        party i-1, receive z_{i+1} from party i+1 into out[1]."""
+        got = await self.engine.exchange({self.prev_party: out[0]}, [self.next_party])
+        out[1] = got[self.next_party]
+        return Shared(out, 1, binary)
 
     # -- arithmetic ------------------------------------------------------------------------
     def add_public(self, x: Shared, c: np.ndarray | int) -> Shared:
@@ -108,12 +114,21 @@ class Rep3(Scheme):
 
     async def mul(self, x: Shared, y: Shared) -> Shared:
         a, b = np.broadcast_arrays(x.data, y.data)
-        z = a[0] * (b[0] + b[1]) + a[1] * b[0] + self._zero(a.shape[1:])
-        return await self._reshare(z, False)
+        out = self._terms(a.shape[1:])
+        z = out[0]
+        np.add(b[0], b[1], out=z)
+        z *= a[0]
+        z += a[1] * b[0]
+        z += self._zero(z.shape)
+        return await self._reshare(out, False)
 
     async def matmul(self, x: Shared, y: Shared) -> Shared:
-        z = np.matmul(x.data[0], y.data[0] + y.data[1]) + np.matmul(x.data[1], y.data[0])
-        return await self._reshare(z + self._zero(z.shape), False)
+        z = np.matmul(x.data[0], y.data[0] + y.data[1])
+        z += np.matmul(x.data[1], y.data[0])
+        z += self._zero(z.shape)
+        out = self._terms(z.shape)
+        out[0] = z
+        return await self._reshare(out, False)
 
     async def open(self, x: Shared) -> np.ndarray:
         got = await self.engine.exchange({self.prev_party: x.data[1]}, [self.next_party])
@@ -134,8 +149,13 @@ class Rep3(Scheme):
 
     async def and_(self, x: Shared, y: Shared) -> Shared:
         a, b = np.broadcast_arrays(x.data, y.data)
-        z = (a[0] & (b[0] ^ b[1])) ^ (a[1] & b[0]) ^ self._zero_xor(a.shape[1:])
-        return await self._reshare(z, True)
+        out = self._terms(a.shape[1:])
+        z = out[0]
+        np.bitwise_xor(b[0], b[1], out=z)
+        z &= a[0]
+        z ^= a[1] & b[0]
+        z ^= self._zero_xor(z.shape)
+        return await self._reshare(out, True)
 
     async def open_binary(self, x: Shared) -> np.ndarray:
         got = await self.engine.exchange({self.prev_party: x.data[1]}, [self.next_party])
