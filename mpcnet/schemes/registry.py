@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpcnet.errors import ConfigError
-from mpcnet.schemes import rep3
+from mpcnet.schemes import rep3, rep4
 from mpcnet.schemes.base import Scheme
 
 
@@ -25,6 +25,7 @@ class SchemeInfo:
 
 SCHEMES: dict[str, SchemeInfo] = {
     "passive3": SchemeInfo("passive3", 3, rep3.Rep3, rep3.share, rep3.reconstruct),
+    "active4": SchemeInfo("active4", 4, rep4.Rep4, rep4.share, rep4.reconstruct),
 }
 
 

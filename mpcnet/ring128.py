@@ -1,0 +1,247 @@
+"""Layer: arithmetic. Z_2^128 on pairs of numpy uint64 limbs, fully vectorised.
+
+An element x = lo + 2^64 * hi is stored as an array of shape ``(2, *shape)`` with ``a[0] = lo``
+and ``a[1] = hi``, so a whole batch of 128-bit values is two uint64 arrays. Used where 64 bits
+do not suffice, e.g. exact cross-multiplied comparison of Gini scores beyond m ~ 9,000 rows
+(DESIGN.md section 4) and the Z_2^(k+s) ring of SPDZ-wise (Cramer et al., SPDZ2k, CRYPTO 2018).
+
+Carries are recovered with unsigned comparisons (``lo < a_lo`` after an addition), products with
+the schoolbook method on 32-bit halves (Knuth, TAOCP vol. 2, 4.3.1, algorithm M). The matrix
+product is exact: operands are cut into w-bit pieces small enough that every piece product,
+summed over the inner dimension, stays below 2^53, so BLAS float64 matmuls compute them without
+rounding; the partial sums are shifted back and added with carries in Z_2^128.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+U64 = np.uint64
+MASK64 = (1 << 64) - 1
+MASK128 = (1 << 128) - 1
+_M32 = U64(0xFFFFFFFF)
+_S32 = U64(32)
+_FLOAT_EXACT_BITS = 53  # float64 holds every integer below 2^53 exactly
+
+
+# -- conversion ----------------------------------------------------------------------------
+def zeros(shape: int | tuple[int, ...]) -> np.ndarray:
+    """The zero element in every position of ``shape``."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return np.zeros((2,) + shape, dtype=U64)
+
+
+def from_int(values: Any) -> np.ndarray:
+    """Python ints (a scalar, nested lists or an object/int array) reduced mod 2^128."""
+    arr = np.asarray(values, dtype=object)
+    flat = [int(v) & MASK128 for v in arr.ravel()]
+    lo = np.array([v & MASK64 for v in flat], dtype=U64).reshape(arr.shape)
+    hi = np.array([v >> 64 for v in flat], dtype=U64).reshape(arr.shape)
+    return np.stack([lo, hi])
+
+
+def to_int(a: np.ndarray) -> Any:
+    """The elements as Python ints in [0, 2^128): an int for a scalar, else an object array."""
+    lo = np.asarray(a[0]).astype(object)
+    hi = np.asarray(a[1]).astype(object)
+    out = lo + (hi << 64)
+    return int(out) if np.ndim(out) == 0 else out
+
+
+def to_signed_int(a: np.ndarray) -> Any:
+    """The elements as Python ints in [-2^127, 2^127) (two's complement)."""
+    vals = np.asarray(to_int(a), dtype=object)
+    out = np.where(vals >= (1 << 127), vals - (1 << 128), vals)
+    return int(out) if np.ndim(out) == 0 else out
+
+
+def from_u64(lo: np.ndarray) -> np.ndarray:
+    """Zero-extend uint64 values into Z_2^128."""
+    lo = np.asarray(lo, dtype=U64)
+    return np.stack([lo, np.zeros_like(lo)])
+
+
+def from_i64(values: np.ndarray) -> np.ndarray:
+    """Sign-extend int64 (or uint64 read as two's complement) values into Z_2^128."""
+    lo = np.asarray(values).astype(np.int64).view(U64)
+    hi = U64(0) - (lo >> U64(63))  # all ones for negative values
+    return np.stack([lo, hi])
+
+
+def low64(a: np.ndarray) -> np.ndarray:
+    """Reduction mod 2^64 (the low limb)."""
+    return np.asarray(a[0])
+
+
+# -- ring operations -----------------------------------------------------------------------
+def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b mod 2^128 (broadcasting over the logical shape)."""
+    lo = a[0] + b[0]
+    carry = (lo < a[0]).astype(U64)
+    return np.stack(np.broadcast_arrays(lo, a[1] + b[1] + carry))
+
+
+def sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a - b mod 2^128."""
+    lo = a[0] - b[0]
+    borrow = (a[0] < b[0]).astype(U64)
+    return np.stack(np.broadcast_arrays(lo, a[1] - b[1] - borrow))
+
+
+def neg(a: np.ndarray) -> np.ndarray:
+    """-a mod 2^128."""
+    return sub(np.zeros_like(a), a)
+
+
+def mul64_full(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact 128-bit product of uint64 arrays as (lo, hi), schoolbook on 32-bit halves."""
+    a = np.asarray(a, dtype=U64)
+    b = np.asarray(b, dtype=U64)
+    al, ah = a & _M32, a >> _S32
+    bl, bh = b & _M32, b >> _S32
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh  # each below 2^64: no wrap
+    mid = (ll >> _S32) + (lh & _M32) + (hl & _M32)  # below 3 * 2^32
+    lo = (ll & _M32) | (mid << _S32)
+    hi = hh + (lh >> _S32) + (hl >> _S32) + (mid >> _S32)
+    return lo, hi
+
+
+def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a * b mod 2^128: (a0 + 2^64 a1)(b0 + 2^64 b1) = a0 b0 + 2^64 (a0 b1 + a1 b0) mod 2^128."""
+    lo, hi = mul64_full(a[0], b[0])
+    hi = hi + a[0] * b[1] + a[1] * b[0]  # uint64 wrap is exactly the mod 2^128 truncation
+    return np.stack(np.broadcast_arrays(lo, hi))
+
+
+def mul_u64(a: np.ndarray, c: np.ndarray | int) -> np.ndarray:
+    """a * c for uint64 (public) c, zero-extended."""
+    c = np.asarray(c, dtype=U64)
+    lo, hi = mul64_full(a[0], c)
+    return np.stack(np.broadcast_arrays(lo, hi + a[1] * c))
+
+
+def shl(a: np.ndarray, s: int) -> np.ndarray:
+    """a << s mod 2^128 for a public shift 0 <= s < 128."""
+    if not 0 <= s < 128:
+        raise ValueError(f"shift must be in [0, 128), got {s}")
+    if s == 0:
+        return np.array(a, copy=True)
+    if s >= 64:
+        return np.stack([np.zeros_like(a[0]), a[0] << U64(s - 64)])
+    return np.stack([a[0] << U64(s), (a[1] << U64(s)) | (a[0] >> U64(64 - s))])
+
+
+def shr(a: np.ndarray, s: int) -> np.ndarray:
+    """Logical a >> s for a public shift 0 <= s < 128."""
+    if not 0 <= s < 128:
+        raise ValueError(f"shift must be in [0, 128), got {s}")
+    if s == 0:
+        return np.array(a, copy=True)
+    if s >= 64:
+        return np.stack([a[1] >> U64(s - 64), np.zeros_like(a[1])])
+    return np.stack([(a[0] >> U64(s)) | (a[1] << U64(64 - s)), a[1] >> U64(s)])
+
+
+def sar(a: np.ndarray, s: int) -> np.ndarray:
+    """Arithmetic a >> s (top bit replicated) for 0 <= s < 128."""
+    out = shr(a, s)
+    if s == 0:
+        return out
+    fill = shl(np.stack([np.full_like(a[0], MASK64), np.full_like(a[0], MASK64)]), 128 - s)
+    negative = (a[1] >> U64(63)).astype(bool)
+    return np.where(negative, out | fill, out)
+
+
+# -- comparisons ---------------------------------------------------------------------------
+def eq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise equality as a bool array of the logical shape."""
+    return (a[0] == b[0]) & (a[1] == b[1])
+
+
+def ult(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Unsigned a < b as a bool array."""
+    return (a[1] < b[1]) | ((a[1] == b[1]) & (a[0] < b[0]))
+
+
+def slt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Signed (two's complement) a < b as a bool array."""
+    top = U64(1 << 63)
+    return ult(np.stack([a[0], a[1] ^ top]), np.stack([b[0], b[1] ^ top]))
+
+
+def msb(a: np.ndarray) -> np.ndarray:
+    """Bit 127 of each element as 0/1 uint64 (the sign in two's complement)."""
+    return np.asarray(a[1]) >> U64(63)
+
+
+def bit(a: np.ndarray, i: int) -> np.ndarray:
+    """Bit i (0 <= i < 128) of each element as 0/1 uint64."""
+    limb, pos = divmod(i, 64)
+    return (np.asarray(a[limb]) >> U64(pos)) & U64(1)
+
+
+# -- matrix product ------------------------------------------------------------------------
+def _piece_width(inner: int) -> tuple[int, int]:
+    """Piece width w and piece count P such that P * inner * (2^w - 1)^2 < 2^53.
+
+    The partial sum S_s = sum_{i+j=s} A_i B_j has at most P * inner terms below 2^(2w), so every
+    intermediate BLAS sum is an integer below 2^53 and float64 arithmetic is exact.
+    """
+    for w in range(26, 0, -1):
+        pieces = -(-128 // w)
+        if pieces * max(inner, 1) * ((1 << w) - 1) ** 2 < (1 << _FLOAT_EXACT_BITS):
+            return w, pieces
+    raise ValueError(f"inner dimension {inner} too large for an exact float64 matmul")
+
+
+def _pieces(a: np.ndarray, w: int, count: int) -> list[np.ndarray]:
+    """The w-bit pieces of each element, least significant first, as float64 arrays."""
+    mask = U64((1 << w) - 1)
+    out = []
+    for i in range(count):
+        start = i * w
+        limb, pos = divmod(start, 64)
+        piece = a[limb] >> U64(pos)
+        if pos + w > 64 and limb == 0:
+            piece = piece | (a[1] << U64(64 - pos))
+        out.append((piece & mask).astype(np.float64))
+    return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact matrix product in Z_2^128 of a (2, ..., m, n) and b (2, ..., n, k).
+
+    With A = sum_i 2^(wi) A_i and B = sum_j 2^(wj) B_j (w-bit pieces), A B mod 2^128 is
+    sum_s 2^(ws) S_s with S_s = sum_{i+j=s} A_i B_j over s < P only. Each S_s is one float64
+    (BLAS) matmul of the concatenated pieces [A_0 .. A_s] by the stacked [B_s; ..; B_0].
+    """
+    inner = a.shape[-1]
+    if b.shape[-2] != inner:
+        raise ValueError(f"matmul shapes {a.shape[1:]} and {b.shape[1:]} do not align")
+    w, count = _piece_width(inner)
+    pa = _pieces(a, w, count)
+    pb = _pieces(b, w, count)
+    a_cat = np.concatenate(pa, axis=-1)  # (..., m, n * P)
+    out: np.ndarray | None = None
+    for s in range(count):
+        b_stack = np.concatenate(pb[s::-1], axis=-2)  # rows: B_s, B_{s-1}, ..., B_0
+        partial = np.matmul(a_cat[..., : inner * (s + 1)], b_stack)
+        term = shl(from_u64(partial.astype(U64)), w * s)
+        out = term if out is None else add(out, term)
+    assert out is not None
+    return out
+
+
+def sum_(a: np.ndarray, axis: int) -> np.ndarray:
+    """Sum over a logical axis mod 2^128, carries counted exactly.
+
+    The low limb is summed as two 32-bit halves, whose uint64 sums cannot wrap for any axis
+    shorter than 2^32 elements; the high limb wraps like the ring does.
+    """
+    lo_lo = (a[0] & _M32).sum(axis=axis, dtype=U64)
+    lo_hi = (a[0] >> _S32).sum(axis=axis, dtype=U64)
+    hi = a[1].sum(axis=axis, dtype=U64)
+    total = add(from_u64(lo_lo), shl(from_u64(lo_hi), 32))
+    return add(total, np.stack([np.zeros_like(hi), hi]))

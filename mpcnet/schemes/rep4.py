@@ -1,0 +1,570 @@
+"""Layer: schemes. Active 4PC "Fantastic Four": replicated sharing with joint message passing.
+
+[F4] Dalskov, Escudero, Keller, "Fantastic Four: Honest-Majority Four-Party Secure Computation
+With Malicious Security", USENIX Security 2021 (ePrint 2020/1330). Security with abort against
+one malicious server out of four, over Z_2^64 (uint64) and bit-sliced Z_2 (uint64 words).
+Protocol names in brackets are the paper's.
+
+Sharing [F4: replicated sharing]. x = x_0 + x_1 + x_2 + x_3; party p holds every component
+except x_p, as ``data[k] = x_{(p+1+k) mod 4}`` for k = 0, 1, 2 (lead axis of size 3). Any value
+known to two parties is also known to a third, so every message a protocol needs can be sent
+by one holder and vouched for by another.
+
+Joint message passing [F4: Pi_jmp]. When parties i and j both know m and k must learn it, i
+sends m and j only feeds m into a running SHA-256 state for the link j -> k; k feeds what it
+received into its copy of that state. With ``check="round"`` (the default) the voucher appends
+the 32-byte digest to its message of the same round, so k compares before it sends anything
+else: a tampered value never influences a later message or an opening, at no extra round and
+32 bytes per link per round. With ``check="batch"`` the states accumulate and are compared in
+one round at ``verify()``, which ``open`` runs first whenever a check is pending (an opening of
+a value derived from an unverified message could leak through a selective failure). A mismatch
+raises ``CheatingDetected("joint-message hash")``.
+
+Joint sharing [F4: Pi_inp with two input parties]. Parties i and j share a value m they both
+know with the other two, g and h: component x_g is r from the PRF key of {i, j, h} (everyone
+but g), component x_h is m - r, sent to g by joint message passing, the others are zero.
+
+Multiplication [F4: Pi_mult]. xy = sum_c x_c y_c + sum_{g<h} (x_g y_h + x_h y_g). The diagonal
+term x_c y_c is known to every holder of component c and is added to it locally; the cross term
+of components {g, h} is known exactly to the other two parties, who jointly share it: six joint
+messages in one round. The "diagonal" sender pairs {0, 2} and {1, 3} swap roles between the two
+halves of the batch, so every party sends and receives exactly 1.5 ring elements per product
+(12 bytes), plus at most two digests per round. Matrix products reshare only the result
+(communication ~ result size); a cross term costs one matmul, (X_g + X_h)(Y_g + Y_h) minus the
+two diagonal products.
+
+Opening [F4: reconstruction]. Party p gets its missing component x_p as a value from party p+1
+and as a SHA-256 digest from party p+2; a mismatch raises ``CheatingDetected("open
+consistency")``.
+
+Correlated randomness comes from the four triple keys K_c known to every party but c, agreed at
+setup from contributions of all three members and confirmed pairwise, so a member that sends
+different contributions is caught (``CheatingDetected("key agreement")``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mpcnet import ring
+from mpcnet.errors import CheatingDetected
+from mpcnet.net.engine import RoundEngine
+from mpcnet.prf import KEY_BYTES, PRF, random_key
+from mpcnet.schemes.base import Scheme, Shared
+
+U64 = np.uint64
+N_PARTIES = 4
+DIGEST_WORDS = 4  # a SHA-256 digest as uint64 words
+CHECK_MODES = ("round", "batch")
+
+
+# -- layout --------------------------------------------------------------------------------
+def held(party: int) -> tuple[int, int, int]:
+    """The components party ``party`` holds, in data order: all but its own index."""
+    return ((party + 1) % 4, (party + 2) % 4, (party + 3) % 4)
+
+
+def slot(party: int, component: int) -> int:
+    """Index of ``component`` in ``party``'s data (the party must hold it)."""
+    k = (component - party - 1) % 4
+    if k == 3:
+        raise ValueError(f"party {party} does not hold component {component}")
+    return k
+
+
+@dataclass(frozen=True)
+class _Jmp:
+    """One joint sharing of a cross term in a multiplication ([F4: Pi_mult]).
+
+    ``sender`` and ``hasher`` know the cross term of components {receiver, other}; ``receiver``
+    gets component ``other``'s new value, ``other`` derives component ``receiver``'s from the
+    PRF key of everyone but ``receiver``. ``half`` is None (whole batch), 0 or 1 (that half).
+    """
+
+    sender: int
+    hasher: int
+    receiver: int
+    other: int
+    half: int | None
+
+    def span(self, n: int) -> slice:
+        if self.half is None:
+            return slice(0, n)
+        return slice(0, n // 2) if self.half == 0 else slice(n // 2, n)
+
+
+# Adjacent sender pairs {i, i+1} send to i+2 over the whole batch; the diagonal pairs swap
+# sender and receiver between the two halves so that the load is equal for all four parties.
+_JMPS: tuple[_Jmp, ...] = tuple(
+    [_Jmp(i, (i + 1) % 4, (i + 2) % 4, (i + 3) % 4, None) for i in range(4)]
+    + [_Jmp(0, 2, 3, 1, 0), _Jmp(1, 3, 2, 0, 0), _Jmp(2, 0, 1, 3, 1), _Jmp(3, 1, 0, 2, 1)])
+
+# Opening: party p receives its missing component from p+1 and a digest of it from p+2.
+_OPEN_SENDER = 1
+_OPEN_HASHER = 2
+
+
+# -- client side ---------------------------------------------------------------------------
+def _random_words(shape: tuple[int, ...]) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(secrets.token_bytes(8 * count), dtype=U64).reshape(shape).copy()
+
+
+def share(values: np.ndarray, binary: bool = False) -> list[np.ndarray]:
+    """Client side: Fantastic Four shares of a uint64 array, one (3, *shape) array per party.
+
+    Three components are uniformly random (OS CSPRNG); the fourth completes the sum (or XOR)."""
+    values = np.asarray(values, dtype=U64)
+    comps = [_random_words(values.shape) for _ in range(3)]
+    if binary:
+        comps.append(values ^ comps[0] ^ comps[1] ^ comps[2])
+    else:
+        comps.append(values - comps[0] - comps[1] - comps[2])
+    return [np.stack([comps[c] for c in held(p)]) for p in range(4)]
+
+
+def reconstruct(shares: dict[int, np.ndarray], binary: bool = False) -> np.ndarray:
+    """Client side: the value behind the parties' shares.
+
+    Every component reported by several servers must be identical (raises
+    ``CheatingDetected("result consistency")`` otherwise). Two servers cover all four
+    components; with three or four every component is reported at least twice, so a single
+    cheating server is always caught."""
+    comps: dict[int, np.ndarray] = {}
+    for party, data in shares.items():
+        for k, c in enumerate(held(party)):
+            if c in comps and not np.array_equal(comps[c], data[k]):
+                raise CheatingDetected("result consistency",
+                                       f"component {c} differs between two servers")
+            comps[c] = data[k]
+    if len(comps) != 4:
+        raise ValueError("reconstruction needs the shares of at least two of the four servers")
+    if binary:
+        return comps[0] ^ comps[1] ^ comps[2] ^ comps[3]
+    return comps[0] + comps[1] + comps[2] + comps[3]
+
+
+# -- test-only fault injection -------------------------------------------------------------
+FAULT_KINDS = ("jmp-value", "jmp-hash", "open-value", "open-hash", "verify-hash",
+               "input-hash", "key-confirm")
+
+
+@dataclass
+class FaultInjector:
+    """Test-only: makes party ``party`` deviate by adding ``delta`` to the first word of its
+    next ``times`` outgoing messages of kind ``kind`` (to ``peer``, or to any peer if None).
+
+    Only tests construct one; a normal configuration never passes it to the scheme."""
+
+    party: int
+    kind: str
+    peer: int | None = None
+    delta: int = 1
+    times: int = 1
+    fired: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; one of {FAULT_KINDS}")
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if (party != self.party or kind != self.kind or self.fired >= self.times
+                or (self.peer is not None and peer != self.peer) or payload.size == 0):
+            return payload
+        self.fired += 1
+        out = np.array(payload, dtype=U64, copy=True).reshape(-1)
+        out[0] = out[0] + U64(self.delta % (1 << 64))
+        return out.reshape(payload.shape)
+
+
+# -- key agreement -------------------------------------------------------------------------
+async def triple_prfs(engine: RoundEngine,
+                      fault: FaultInjector | None = None) -> dict[int, PRF]:
+    """The PRFs of the triple keys K_c (c != this party), known to every party except c.
+
+    Round 1: every member of each triple sends a fresh contribution to the two other members;
+    K_c is a hash of the three contributions in party order. Round 2: every pair of parties
+    compares a digest of the two triple keys they should share (key confirmation), so a member
+    that sent different contributions to the others is caught here."""
+    me = engine.party
+    mine = {c: random_key() for c in held(me)}
+
+    def common(peer: int) -> list[int]:
+        return [c for c in range(4) if c not in (me, peer)]
+
+    sends = {q: np.frombuffer(b"".join(mine[c] for c in common(q)), dtype=np.uint8)
+             for q in engine.peers}
+    got = await engine.exchange(sends, engine.peers)
+    contrib: dict[int, dict[int, bytes]] = {c: {me: mine[c]} for c in held(me)}
+    for q, buf in got.items():
+        raw = buf.tobytes()
+        if len(raw) != 2 * KEY_BYTES:
+            raise CheatingDetected("key agreement", f"party {q} sent {len(raw)} key bytes")
+        for n, c in enumerate(common(q)):
+            contrib[c][q] = raw[n * KEY_BYTES:(n + 1) * KEY_BYTES]
+    keys = {}
+    for c, parts in contrib.items():
+        h = hashlib.sha256(b"mpcnet-rep4-triple" + bytes([c]))
+        for party in sorted(parts):
+            h.update(parts[party])
+        keys[c] = h.digest()[:KEY_BYTES]
+    confirm = {q: np.frombuffer(_confirm_digest(me, q, [keys[c] for c in common(q)]), U64)
+               for q in engine.peers}
+    if fault is not None:
+        confirm = {q: fault.apply(me, "key-confirm", q, v) for q, v in confirm.items()}
+    echoed = await engine.exchange(confirm, engine.peers)
+    for q, buf in echoed.items():
+        buf = _checked(buf, DIGEST_WORDS, "key agreement", me, q)
+        want = np.frombuffer(_confirm_digest(q, me, [keys[c] for c in common(q)]), U64)
+        if not np.array_equal(buf, want):
+            raise CheatingDetected("key agreement",
+                                   f"party {me}: triple keys shared with party {q} differ")
+    return {c: PRF(k) for c, k in keys.items()}
+
+
+def _confirm_digest(a: int, b: int, keys: Sequence[bytes]) -> bytes:
+    low, high = min(a, b), max(a, b)
+    return hashlib.sha256(b"mpcnet-rep4-confirm" + bytes([low, high]) + b"".join(keys)).digest()
+
+
+def _digest_words(h: hashlib._Hash) -> np.ndarray:
+    return np.frombuffer(h.digest(), dtype=U64)
+
+
+def _checked(buf: np.ndarray, size: int, check: str, me: int, peer: int) -> np.ndarray:
+    """A received message must be ``size`` uint64 words; anything else is a deviation."""
+    buf = np.asarray(buf)
+    if buf.dtype != U64 or buf.shape != (size,):
+        raise CheatingDetected(check, f"party {me}: party {peer} sent a {buf.dtype} message "
+                                      f"of shape {buf.shape}, expected {size} uint64 words")
+    return buf
+
+
+# -- the scheme ----------------------------------------------------------------------------
+class Rep4(Scheme):
+    """Fantastic Four: replicated 4-party sharing, malicious security with abort."""
+
+    name = "active4"
+    n_parties = 4
+    lead = 1  # data[k] = x_{(p+1+k) mod 4}, k = 0, 1, 2
+
+    def __init__(self, engine: RoundEngine, prfs: dict[int, PRF], check: str = "round",
+                 fault: FaultInjector | None = None) -> None:
+        if engine.n_parties != N_PARTIES:
+            raise ValueError(f"active4 needs exactly 4 parties, the engine has {engine.n_parties}")
+        if check not in CHECK_MODES:
+            raise ValueError(f"check must be one of {CHECK_MODES}, got {check!r}")
+        self.engine = engine
+        self.check = check
+        self._prf = prfs  # component c -> PRF of K_c (everyone but c)
+        self._fault = fault
+        me = engine.party
+        # Running hash states of joint messages per link: out (me -> q, I vouch), in (q -> me).
+        self._out = {q: self._link_hash(me, q) for q in engine.peers}
+        self._in = {q: self._link_hash(q, me) for q in engine.peers}
+        # Symmetric per-pair states over the input components both parties hold.
+        self._inputs = {q: self._pair_hash(me, q) for q in engine.peers}
+        self._pending_jmp = False
+        self._pending_input = False
+        # Static roles of this party in a multiplication round (see _JMPS).
+        self._incoming = [j for j in _JMPS if j.receiver == me]
+        self._value_from = sorted({j.sender for j in self._incoming})
+        self._vouch_from = sorted({j.hasher for j in self._incoming})
+        self._vouch_to = sorted({j.receiver for j in _JMPS if j.hasher == me})
+        self._value_to = sorted({j.receiver for j in _JMPS if j.sender == me})
+
+    @classmethod
+    async def setup(cls, engine: RoundEngine, check: str = "round",
+                    fault: FaultInjector | None = None) -> Rep4:
+        """Agree the triple keys (two rounds) and build the scheme for this party."""
+        return cls(engine, await triple_prfs(engine, fault), check, fault)
+
+    # -- helpers ---------------------------------------------------------------------------
+    @staticmethod
+    def _link_hash(hasher: int, receiver: int) -> hashlib._Hash:
+        return hashlib.sha256(b"mpcnet-rep4-jmp" + bytes([hasher, receiver]))
+
+    @staticmethod
+    def _pair_hash(a: int, b: int) -> hashlib._Hash:
+        return hashlib.sha256(b"mpcnet-rep4-input" + bytes([min(a, b), max(a, b)]))
+
+    def _tamper(self, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if self._fault is None:
+            return payload
+        return self._fault.apply(self.party, kind, peer, payload)
+
+    @staticmethod
+    def _lift(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """Share data broadcast to the logical ``shape`` (numpy rules on the logical axes)."""
+        data = np.asarray(data, dtype=U64)
+        pad = len(shape) - (data.ndim - 1)
+        data = data.reshape(data.shape[:1] + (1,) * pad + data.shape[1:])
+        return np.broadcast_to(data, (3,) + shape)
+
+    def _widened(self, x: Shared, c: np.ndarray | int) -> np.ndarray:
+        """A writable copy of x's data broadcast against the public value c (same at every
+        party, so the shares keep one logical shape)."""
+        shape = np.broadcast_shapes(x.data.shape[1:], np.shape(c))  # c: int or array
+        return np.array(self._lift(x.data, shape), copy=True)
+
+    def _aligned(self, x: Shared, y: Shared) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+        """Both operands broadcast to their common logical shape, flattened to (3, n)."""
+        shape = np.broadcast_shapes(x.data.shape[1:], y.data.shape[1:])
+        a = self._lift(x.data, shape).reshape(3, -1)
+        b = self._lift(y.data, shape).reshape(3, -1)
+        return a, b, shape
+
+    def _slot(self, component: int) -> int:
+        return slot(self.party, component)
+
+    @staticmethod
+    def _ops(binary: bool) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
+        if binary:
+            return np.bitwise_xor, np.bitwise_xor
+        return np.add, np.subtract
+
+    @property
+    def pending(self) -> bool:
+        """Whether some joint message or input is not yet checked."""
+        return self._pending_jmp or self._pending_input
+
+    # -- joint sharing of cross terms [F4: Pi_inp, Pi_mult] ----------------------------------
+    async def _reshare(self, diag: np.ndarray, cross: dict[frozenset[int], np.ndarray],
+                       binary: bool) -> np.ndarray:
+        """New shares z (3, n) from the local diagonal terms (a fresh (3, n) array, updated in
+        place) and the cross terms this party knows (keyed by their component pair, flat of
+        length n): one round of the six joint sharings of [F4: Pi_mult].
+
+        For a joint sharing (sender, hasher -> receiver g; other h): the three parties other
+        than g draw r from K_g and add it to component g; sender and hasher add w = v - r to
+        component h; the sender writes w straight into its message to g, the hasher feeds it
+        into the hash state of link hasher -> g, and g adds what it received to component h."""
+        me = self.party
+        plus, minus = self._ops(binary)
+        z = diag
+        n = z.shape[1]
+
+        def size(jmp: _Jmp) -> int:
+            return len(range(n)[jmp.span(n)])
+
+        digest = self.check == "round"
+        out_sizes = {q: sum(size(j) for j in _JMPS if j.sender == me and j.receiver == q)
+                     + (DIGEST_WORDS if digest and q in self._vouch_to else 0)
+                     for q in self.engine.peers}
+        # Static message pattern (the same for every n, so an empty batch still matches).
+        targets = set(self._value_to) | (set(self._vouch_to) if digest else set())
+        sends = {q: np.empty(out_sizes[q], dtype=U64) for q in sorted(targets)}
+        filled = dict.fromkeys(sends, 0)
+        for jmp in _JMPS:
+            span, k = jmp.span(n), size(jmp)
+            g, h = jmp.receiver, jmp.other
+            if me in (jmp.sender, jmp.hasher):
+                r = self._prf[g].words(k)
+                zg = z[self._slot(g), span]
+                plus(zg, r, out=zg)
+                if me == jmp.sender:
+                    w = sends[g][filled[g]:filled[g] + k]
+                    filled[g] += k
+                    minus(cross[frozenset((g, h))][span], r, out=w)
+                else:
+                    w = minus(cross[frozenset((g, h))][span], r)
+                    self._out[g].update(w.data)
+                zh = z[self._slot(h), span]
+                plus(zh, w, out=zh)
+            elif me == h:
+                zg = z[self._slot(g), span]
+                plus(zg, self._prf[g].words(k), out=zg)
+        for q, buf in sends.items():
+            if self._fault is not None and filled[q]:
+                buf[:filled[q]] = self._tamper("jmp-value", q, buf[:filled[q]])
+            if digest and q in self._vouch_to:
+                buf[filled[q]:] = self._tamper("jmp-hash", q, _digest_words(self._out[q]))
+                self._out[q] = self._link_hash(me, q)
+        # What each source owes me: the values it sends, then (round mode) its digest.
+        expected = dict.fromkeys(self._value_from, 0)
+        for jmp in self._incoming:
+            expected[jmp.sender] += size(jmp)
+        if digest:
+            for q in self._vouch_from:
+                expected[q] = expected.get(q, 0) + DIGEST_WORDS
+        got = await self.engine.exchange(sends, sorted(expected))
+        got = {q: _checked(got[q], k, "joint-message hash", me, q) for q, k in expected.items()}
+        offsets = dict.fromkeys(expected, 0)
+        for jmp in self._incoming:
+            span, k = jmp.span(n), size(jmp)
+            w = got[jmp.sender][offsets[jmp.sender]:offsets[jmp.sender] + k]
+            offsets[jmp.sender] += k
+            zh = z[self._slot(jmp.other), span]
+            plus(zh, w, out=zh)
+            self._in[jmp.hasher].update(np.ascontiguousarray(w).data)
+        if not digest:
+            self._pending_jmp = True
+            return z
+        for q in self._vouch_from:
+            if not np.array_equal(got[q][offsets[q]:], _digest_words(self._in[q])):
+                raise CheatingDetected("joint-message hash",
+                                       f"party {me}: a message vouched for by party {q} "
+                                       "differs from what its co-sender sent")
+            self._in[q] = self._link_hash(q, me)
+        return z
+
+    def _cross(self, a: np.ndarray, b: np.ndarray, times: Callable[..., np.ndarray],
+               plus: Callable[..., np.ndarray]) -> dict[frozenset[int], np.ndarray]:
+        """Cross terms a_g b_h + a_h b_g of every pair of held components [F4: Pi_mult]."""
+        held_here = held(self.party)
+        tmp = np.empty_like(a[0])
+        cross = {}
+        for k in range(3):
+            for m in range(k + 1, 3):
+                v = times(a[k], b[m])
+                plus(v, times(a[m], b[k], out=tmp), out=v)
+                cross[frozenset((held_here[k], held_here[m]))] = v
+        return cross
+
+    # -- arithmetic ------------------------------------------------------------------------
+    def add_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+        """Add c to component 0 (held by parties 1, 2, 3)."""
+        data = self._widened(x, c)
+        if self.party != 0:
+            data[self._slot(0)] += ring.to_ring(c)
+        return Shared(data, 1)
+
+    def public(self, values: np.ndarray) -> Shared:
+        return self.add_public(Shared(np.zeros((3,) + np.shape(values), dtype=U64), 1), values)
+
+    async def mul(self, x: Shared, y: Shared) -> Shared:
+        a, b, shape = self._aligned(x, y)
+        cross = self._cross(a, b, np.multiply, np.add)
+        z = await self._reshare(a * b, cross, binary=False)
+        return Shared(z.reshape((3,) + shape), 1)
+
+    async def matmul(self, x: Shared, y: Shared) -> Shared:
+        a, b = x.data, y.data
+        diag = [ring.matmul(a[k], b[k]) for k in range(3)]
+        shape = diag[0].shape
+        cross = {}
+        for k in range(3):
+            for m in range(k + 1, 3):
+                g, h = held(self.party)[k], held(self.party)[m]
+                both = ring.matmul(a[k] + a[m], b[k] + b[m])  # X_g Y_h + X_h Y_g + diagonals
+                cross[frozenset((g, h))] = (both - diag[k] - diag[m]).reshape(-1)
+        z = await self._reshare(np.stack([d.reshape(-1) for d in diag]), cross, binary=False)
+        return Shared(z.reshape((3,) + shape), 1)
+
+    async def _open(self, x: Shared, binary: bool) -> np.ndarray:
+        """[F4: reconstruction]: x_p from party p+1, its digest from party p+2; checks first."""
+        if self.pending:
+            await self.verify()
+        me = self.party
+        data = np.ascontiguousarray(x.data, dtype=U64)
+        to_value = (me - _OPEN_SENDER) % 4  # I send my copy of its missing component
+        to_hash = (me - _OPEN_HASHER) % 4
+        value = self._tamper("open-value", to_value, data[self._slot(to_value)].reshape(-1))
+        digest = self._tamper("open-hash", to_hash,
+                              np.frombuffer(self._open_digest(data[self._slot(to_hash)]), U64))
+        src_value = (me + _OPEN_SENDER) % 4
+        src_hash = (me + _OPEN_HASHER) % 4
+        got = await self.engine.exchange({to_value: value, to_hash: digest},
+                                         [src_value, src_hash])
+        size = int(np.prod(data.shape[1:], dtype=np.int64))
+        missing = _checked(got[src_value], size, "open consistency", me, src_value)
+        missing = missing.reshape(data.shape[1:])
+        digest = _checked(got[src_hash], DIGEST_WORDS, "open consistency", me, src_hash)
+        if not np.array_equal(digest, np.frombuffer(self._open_digest(missing), U64)):
+            raise CheatingDetected("open consistency",
+                                   f"party {me}: the value from party {src_value} does not "
+                                   f"match the digest from party {src_hash}")
+        if binary:
+            return data[0] ^ data[1] ^ data[2] ^ missing
+        return data[0] + data[1] + data[2] + missing
+
+    @staticmethod
+    def _open_digest(component: np.ndarray) -> bytes:
+        h = hashlib.sha256(b"mpcnet-rep4-open")
+        h.update(np.ascontiguousarray(component).data)
+        return h.digest()
+
+    async def open(self, x: Shared) -> np.ndarray:
+        return await self._open(x, binary=False)
+
+    def random(self, shape: tuple[int, ...]) -> Shared:
+        """Component c from K_c: every holder derives it, party c never sees it."""
+        return Shared(np.stack([self._prf[c].words(shape) for c in held(self.party)]), 1)
+
+    # -- binary ----------------------------------------------------------------------------
+    def xor_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+        data = self._widened(x, c)
+        if self.party != 0:
+            data[self._slot(0)] ^= ring.to_ring(c)
+        return Shared(data, 1, True)
+
+    async def and_(self, x: Shared, y: Shared) -> Shared:
+        a, b, shape = self._aligned(x, y)
+        cross = self._cross(a, b, np.bitwise_and, np.bitwise_xor)
+        z = await self._reshare(a & b, cross, binary=True)
+        return Shared(z.reshape((3,) + shape), 1, True)
+
+    async def open_binary(self, x: Shared) -> np.ndarray:
+        return await self._open(x, binary=True)
+
+    # -- conversions -----------------------------------------------------------------------
+    def _components(self, data: np.ndarray, binary: bool) -> list[Shared]:
+        """Component c as a sharing whose only non-zero component is c (held by all but c)."""
+        zero = np.zeros_like(data[0])
+        out = []
+        for c in range(4):
+            parts = [data[k] if held(self.party)[k] == c else zero for k in range(3)]
+            out.append(Shared(np.stack(parts), 1, binary))
+        return out
+
+    def arith_components(self, x: Shared) -> list[Shared]:
+        return self._components(np.asarray(x.data, dtype=U64), True)
+
+    def bit_components(self, b: Shared) -> list[Shared]:
+        return self._components(np.asarray(b.data, dtype=U64) & U64(1), False)
+
+    # -- checks ----------------------------------------------------------------------------
+    def note_input(self, x: Shared) -> None:
+        """Queue a consistency check of client-provided shares (no communication now).
+
+        Each pair of parties feeds the two components they both hold into a shared hash
+        state; ``verify`` (run automatically before the next ``open``) compares them, so a
+        client that gave the holders of one component different values is caught:
+        ``CheatingDetected("input consistency")``."""
+        data = np.asarray(x.data, dtype=U64)
+        for q in self.engine.peers:
+            for c in range(4):
+                if c not in (self.party, q):
+                    self._inputs[q].update(np.ascontiguousarray(data[self._slot(c)]).data)
+        self._pending_input = True
+
+    async def verify(self) -> None:
+        """Compare every pending joint-message and input digest with each peer (one round,
+        64 bytes per peer; nothing to do when no check is pending)."""
+        if not self.pending:
+            return
+        me = self.party
+        sends = {}
+        for q in self.engine.peers:
+            jmp = self._tamper("verify-hash", q, _digest_words(self._out[q]))
+            inp = self._tamper("input-hash", q, _digest_words(self._inputs[q]))
+            sends[q] = np.concatenate([jmp, inp])
+        got = await self.engine.exchange(sends, self.engine.peers)
+        for q in self.engine.peers:
+            buf = _checked(got[q], 2 * DIGEST_WORDS, "joint-message hash", me, q)
+            if not np.array_equal(buf[:DIGEST_WORDS], _digest_words(self._in[q])):
+                raise CheatingDetected("joint-message hash",
+                                       f"party {me}: messages vouched for by party {q} differ "
+                                       "from what their co-senders sent")
+            if not np.array_equal(buf[DIGEST_WORDS:], _digest_words(self._inputs[q])):
+                raise CheatingDetected("input consistency",
+                                       f"party {me}: input shares held with party {q} differ")
+        self._out = {q: self._link_hash(me, q) for q in self.engine.peers}
+        self._in = {q: self._link_hash(q, me) for q in self.engine.peers}
+        self._inputs = {q: self._pair_hash(me, q) for q in self.engine.peers}
+        self._pending_jmp = self._pending_input = False
