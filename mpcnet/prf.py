@@ -41,6 +41,6 @@ class PRF:
         done = 0
         while done < nbytes:
             step = min(_CHUNK, nbytes - done)
-            self._enc.update_into(memoryview(self._zeros)[:step], out[done:])
+            self._enc.update_into(memoryview(self._zeros)[:step], memoryview(out[done:]))  # type: ignore[arg-type]
             done += step
         return out[:nbytes].view(np.uint64).reshape(shape)

@@ -13,7 +13,7 @@ U64 = np.uint64
 MASK64 = (1 << 64) - 1
 
 
-def to_ring(values: np.ndarray | int) -> np.ndarray:
+def to_ring(values: np.ndarray | int | np.integer) -> np.ndarray:
     """Signed integers (any int dtype or Python ints) to Z_2^64 elements, two's complement."""
     arr = np.asarray(values)
     if arr.dtype == np.uint64:

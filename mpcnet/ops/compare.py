@@ -10,6 +10,7 @@ one buffer per peer per round, whatever their number.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -45,7 +46,9 @@ def _result_layout(count: int, padded: int) -> tuple[np.ndarray, np.ndarray]:
     words_left = padded // _VALUES_PER_WORD
     index = np.arange(count)
     h = index // words_left
-    reversed_h = sum(((h >> b) & 1) << (4 - b) for b in range(5))
+    reversed_h = np.zeros_like(h)
+    for b in range(5):
+        reversed_h |= ((h >> b) & 1) << (4 - b)
     return index % words_left, (63 - reversed_h).astype(np.uint64)
 
 
@@ -92,7 +95,7 @@ async def msb(s: Scheme, x: Shared) -> Shared:
     while width < 32:
         both = await s.and_(state[1:2], s.shift(state, width))  # [P & G<<w, P & P<<w]
         combined = concat([s.xor(state[0:1], both[0:1]), both[1:2]]).reshape(state.shape)
-        state = _local(combined, lambda d, w=width: _pack(d, w))
+        state = _local(combined, functools.partial(_pack, width=width))
         width *= 2
     final = s.xor(state[0], await s.and_(state[1], s.shift(state[0], 32)))
     words, positions = _result_layout(count, padded)

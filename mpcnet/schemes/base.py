@@ -19,6 +19,11 @@ from typing import Any
 import numpy as np
 
 from mpcnet.net.engine import RoundEngine
+from mpcnet.ring import to_ring
+
+
+Public = np.ndarray | int | np.integer
+"""A public operand: an array or a scalar, read in Z_2^64 (negative values wrap)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,10 +58,9 @@ class Shared:
             index = (index,)
         return self._with(self.data[(slice(None),) * self.lead + index])
 
-    def reshape(self, *shape: int) -> Shared:
-        if len(shape) == 1 and isinstance(shape[0], tuple):
-            shape = shape[0]
-        return self._with(self.data.reshape(self.data.shape[:self.lead] + tuple(shape)))
+    def reshape(self, *shape: int | tuple[int, ...]) -> Shared:
+        dims = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        return self._with(self.data.reshape(self.data.shape[:self.lead] + tuple(dims)))
 
     @property
     def T(self) -> Shared:  # noqa: N802 - mirrors numpy
@@ -114,16 +118,16 @@ class Scheme(ABC):
     def neg(self, x: Shared) -> Shared:
         return Shared(np.uint64(0) - x.data, self.lead)
 
-    def mul_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+    def mul_public(self, x: Shared, c: Public) -> Shared:
         """x * c for a public integer array c (broadcast over the logical shape)."""
-        return Shared(x.data * np.asarray(c, dtype=np.uint64), self.lead)
+        return Shared(x.data * to_ring(c), self.lead)
 
     def matmul_public(self, c: np.ndarray, x: Shared) -> Shared:
         """c @ x for a public uint64 matrix c (local)."""
-        return Shared(np.matmul(np.asarray(c, dtype=np.uint64), x.data), self.lead)
+        return Shared(np.matmul(to_ring(c), x.data), self.lead)
 
     @abstractmethod
-    def add_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+    def add_public(self, x: Shared, c: Public) -> Shared:
         """x + c for a public value c."""
 
     @abstractmethod
@@ -151,8 +155,8 @@ class Scheme(ABC):
     def xor(self, x: Shared, y: Shared) -> Shared:
         return Shared(x.data ^ y.data, self.lead, True)
 
-    def and_public(self, x: Shared, mask: np.ndarray | int) -> Shared:
-        return Shared(x.data & np.asarray(mask, dtype=np.uint64), self.lead, True)
+    def and_public(self, x: Shared, mask: Public) -> Shared:
+        return Shared(x.data & to_ring(mask), self.lead, True)
 
     def shift(self, x: Shared, bits: int) -> Shared:
         """Logical shift of every word: left for positive ``bits``, right for negative."""
@@ -161,7 +165,7 @@ class Scheme(ABC):
         return Shared(x.data >> np.uint64(-bits), self.lead, True)
 
     @abstractmethod
-    def xor_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+    def xor_public(self, x: Shared, c: Public) -> Shared:
         """x XOR c for a public word c."""
 
     @abstractmethod

@@ -17,7 +17,8 @@ import numpy as np
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import PRF
-from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.ring import to_ring
+from mpcnet.schemes.base import Public, Scheme, Shared
 from mpcnet.schemes.keys import pairwise_prfs
 
 U64 = np.uint64
@@ -100,8 +101,8 @@ class Rep3(Scheme):
         return Shared(out, 1, binary)
 
     # -- arithmetic ------------------------------------------------------------------------
-    def add_public(self, x: Shared, c: np.ndarray | int) -> Shared:
-        c = np.asarray(c, dtype=U64)
+    def add_public(self, x: Shared, c: Public) -> Shared:
+        c = to_ring(c)
         data = np.array(np.broadcast_to(x.data, x.data.shape), copy=True)
         if self.party == 0:
             data[0] = data[0] + c  # component 0 is held by parties 0 and 2
@@ -138,8 +139,8 @@ class Rep3(Scheme):
         return Shared(np.stack([self._prev.words(shape), self._next.words(shape)]), 1)
 
     # -- binary ----------------------------------------------------------------------------
-    def xor_public(self, x: Shared, c: np.ndarray | int) -> Shared:
-        c = np.asarray(c, dtype=U64)
+    def xor_public(self, x: Shared, c: Public) -> Shared:
+        c = to_ring(c)
         data = np.array(x.data, copy=True)
         if self.party == 0:
             data[0] ^= c

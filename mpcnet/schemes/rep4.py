@@ -55,7 +55,7 @@ from mpcnet import ring
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import KEY_BYTES, PRF, random_key
-from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.schemes.base import Public, Scheme, Shared
 
 U64 = np.uint64
 N_PARTIES = 4
@@ -306,7 +306,7 @@ class Rep4(Scheme):
         data = data.reshape(data.shape[:1] + (1,) * pad + data.shape[1:])
         return np.broadcast_to(data, (3,) + shape)
 
-    def _widened(self, x: Shared, c: np.ndarray | int) -> np.ndarray:
+    def _widened(self, x: Shared, c: Public) -> np.ndarray:
         """A writable copy of x's data broadcast against the public value c (same at every
         party, so the shares keep one logical shape)."""
         shape = np.broadcast_shapes(x.data.shape[1:], np.shape(c))  # c: int or array
@@ -427,7 +427,7 @@ class Rep4(Scheme):
         return cross
 
     # -- arithmetic ------------------------------------------------------------------------
-    def add_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+    def add_public(self, x: Shared, c: Public) -> Shared:
         """Add c to component 0 (held by parties 1, 2, 3)."""
         data = self._widened(x, c)
         if self.party != 0:
@@ -497,7 +497,7 @@ class Rep4(Scheme):
         return Shared(np.stack([self._prf[c].words(shape) for c in held(self.party)]), 1)
 
     # -- binary ----------------------------------------------------------------------------
-    def xor_public(self, x: Shared, c: np.ndarray | int) -> Shared:
+    def xor_public(self, x: Shared, c: Public) -> Shared:
         data = self._widened(x, c)
         if self.party != 0:
             data[self._slot(0)] ^= ring.to_ring(c)
