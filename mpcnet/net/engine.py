@@ -88,14 +88,16 @@ class RoundEngine:
         for peer, payload in sends.items():
             metrics.bytes_sent[peer] = metrics.bytes_sent.get(peer, 0) + payload.nbytes
             await self.channel.send(peer, payload)
+        out: dict[int, np.ndarray] = {}
         try:
-            received = await asyncio.wait_for(
-                asyncio.gather(*(self.channel.recv(p) for p in sources)), self.round_timeout)
+            async with asyncio.timeout(self.round_timeout):
+                for peer in sources:  # each peer's messages queue independently
+                    out[peer] = await self.channel.recv(peer)
         except TimeoutError as exc:
+            missing = [p for p in sources if p not in out]
             raise PeerError(f"party {self.party}: no answer within {self.round_timeout} s in "
-                            f"phase {self._phase!r} from one of parties {sources}; check that "
-                            "every server is running and reachable") from exc
-        out = dict(zip(sources, received, strict=True))
+                            f"phase {self._phase!r} from parties {missing}; check that every "
+                            "server is running and reachable") from exc
         for peer, payload in out.items():
             metrics.bytes_recv[peer] = metrics.bytes_recv.get(peer, 0) + payload.nbytes
         return out

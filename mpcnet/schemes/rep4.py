@@ -157,7 +157,8 @@ FAULT_KINDS = ("jmp-value", "jmp-hash", "open-value", "open-hash", "verify-hash"
 @dataclass
 class FaultInjector:
     """Test-only: makes party ``party`` deviate by adding ``delta`` to the first word of its
-    next ``times`` outgoing messages of kind ``kind`` (to ``peer``, or to any peer if None).
+    outgoing messages of kind ``kind`` (to ``peer``, or to any peer if None), skipping the
+    first ``after`` such messages and then tampering with the next ``times``.
 
     Only tests construct one; a normal configuration never passes it to the scheme."""
 
@@ -166,6 +167,8 @@ class FaultInjector:
     peer: int | None = None
     delta: int = 1
     times: int = 1
+    after: int = 0
+    seen: int = field(default=0, init=False)
     fired: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -175,6 +178,9 @@ class FaultInjector:
     def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
         if (party != self.party or kind != self.kind or self.fired >= self.times
                 or (self.peer is not None and peer != self.peer) or payload.size == 0):
+            return payload
+        self.seen += 1
+        if self.seen <= self.after:
             return payload
         self.fired += 1
         out = np.array(payload, dtype=U64, copy=True).reshape(-1)
