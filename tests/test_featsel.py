@@ -97,3 +97,11 @@ def test_bad_k_and_label_shape_are_refused() -> None:
     for k in (0, 5, -1):
         with pytest.raises(InputError, match="k must be"):
             private_selection("passive3", ds, k)
+
+
+def test_more_rows_than_64_bit_products_allow() -> None:
+    """m = 12,000 > 10,809: Q_i*D_j no longer fits 64 bits; the split ranking stays exact."""
+    ds = _synthetic(12_000, 6, 2, seed=12)
+    chosen = plain_selection(ds, 3)
+    reduced, _, _ = private_selection("passive3", ds, 3)
+    np.testing.assert_array_equal(reduced, ds.values[:, chosen])

@@ -114,3 +114,24 @@ def test_topk_rounds_do_not_grow_with_p_or_k(scheme: str) -> None:
 
         rounds.add(run_protocol(scheme, {"g": scores}, body)[0])
     assert len(rounds) == 1
+
+
+@pytest.mark.parametrize("bits", [(50, 33), (53, 35)])
+def test_topk_fraction_beyond_64_bit_products(scheme: str, bits: tuple[int, int]) -> None:
+    from fractions import Fraction
+    rng = np.random.default_rng(bits[0])
+    q_bits, d_bits = bits
+    den = rng.integers(1, 2**d_bits, 30, dtype=np.int64)
+    ratio = rng.integers(0, 2**(q_bits - d_bits), 30, dtype=np.int64)
+    num = den * ratio + rng.integers(0, 3, 30)  # near-ties differing far below 2^-64 relative
+    num[5], den[5] = num[9], den[9]  # an exact tie, won by the lower index
+    num[7], den[7] = 2 * num[2], 2 * den[2]  # an equal ratio written differently
+    num[0], den[0] = 2**q_bits - 1, 2**d_bits - 1  # range limits
+    k = 12
+
+    async def body(s, q, d):  # type: ignore[no-untyped-def]
+        return await s.open(await topk_fraction(s, q, d, k, bits))
+
+    t = opened(run_protocol(scheme, {"q": num, "d": den}, body))
+    ratios = [Fraction(int(a), int(b)) for a, b in zip(num, den, strict=True)]
+    assert _selected(t) == sorted(range(30), key=lambda j: (-ratios[j], j))[:k]

@@ -16,7 +16,7 @@ import numpy as np
 from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
 from mpcnet.featsel.msgini import check_exact_ranking, msgini_fraction
-from mpcnet.ops.topk import topk_fraction
+from mpcnet.ops.topk import fraction_bits, topk_fraction
 from mpcnet.schemes.base import Scheme, Shared
 
 
@@ -40,7 +40,7 @@ async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: in
     check_exact_ranking(m)
     q, d = await msgini_fraction(s, data, labels)
     with s.engine.phase("selection"):
-        selection = await topk_fraction(s, q, d, k)
+        selection = await topk_fraction(s, q, d, k, fraction_bits(m))
     reduced = await filter_fs(s, data, selection)
     chosen = s.matmul_public(np.asarray(exponents, dtype=np.int64).view(np.uint64).reshape(1, p),
                              selection).reshape(k)

@@ -18,10 +18,11 @@ import numpy as np
 
 from mpcnet.errors import InputError
 from mpcnet.ops.compare import ltz
+from mpcnet.ops.topk import fraction_bits, wide_split
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 
 MAX_ROWS = 1 << 22  # |S - m*x| <= 2*m*2^40 must stay below 2^63 (fixed-point values < 2^40)
-_MINUS_ONE = np.uint64((1 << 64) - 1)
+MAX_RANKED_ROWS = 370_727  # largest m with wide_split(*fraction_bits(m)) defined
 
 
 async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shared, Shared]:
@@ -46,17 +47,17 @@ async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shar
         squares = await s.mul(concat([below_all, above_all]), concat([below_all, above_all]))
         sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
         a_dot, b_dot = sq_below.sum(0), sq_above.sum(0)
-        b_nonzero = s.add(b, await ltz(s, s.add_public(b, _MINUS_ONE)))
+        b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
         q_and_d = await s.mul(concat([b_nonzero, a, a]), concat([a_dot, b_dot, b_nonzero]))
         ba, ab, d = split(q_and_d, [(p,), (p,), (p,)])
     return s.add(ba, ab), d
 
 
 def check_exact_ranking(m: int) -> None:
-    """Q_i*D_j - Q_j*D_i is at most m^5/16 in size and must fit a signed 64-bit ring."""
-    if m ** 5 >= 1 << 67:
-        raise InputError(f"exact MS-GINI ranking in the 64-bit ring supports up to 10,809 rows; "
-                         f"this dataset has {m}")
+    """The exact ranking splits Q when products exceed 2^63; beyond that it cannot fit."""
+    if wide_split(*fraction_bits(m)) is None:
+        raise InputError(f"exact MS-GINI ranking in the 64-bit ring supports up to "
+                         f"{MAX_RANKED_ROWS:,} rows; this dataset has {m:,}")
 
 
 def scores_from_fraction(m: int, q: np.ndarray, d: np.ndarray) -> np.ndarray:
