@@ -1,0 +1,155 @@
+"""Layer: ops. Truncation of shared fixed-point values: x -> x / 2^f (rounded down or up).
+
+Probabilistic truncation after Catrina and Saxena, "Secure computation with fixed-point
+numbers" (FC 2010, protocol TruncPr), moved from a prime field to Z_2^64 as in ABY3 (Mohassel
+and Rindal, CCS 2018, section 5.1) and in the ring version of Escudero, Ghosh, Keller,
+Rachuri, Scholl ("Improved primitives for MPC over mixed arithmetic-binary circuits", CRYPTO
+2020, section 5): add a mask r whose bits are shared, open c = x + r, and return
+(c >> f) - (r >> f) corrected for the offset and the wrap. The result is floor(x / 2^f) + e
+with e in {0, 1} and P[e = 1] = (x mod 2^f) / 2^f, i.e. unbiased stochastic rounding: the error
+is below one unit in the last place. One opening round once the mask exists.
+
+Two masks, chosen by ``k``:
+
+- ``k=None`` (default), perfect: r uniform in Z_2^64 from 64 shared random bits. Works for
+  |x| < 2^62 (x + 2^62 is read as a 63-bit value; its carry into bit 63 is c_63 XOR r_63).
+  c = x + r is uniform whatever x is. Cost per value: 64 random bits (2 rounds, 1 KB per rep3
+  party) + 1 opened word. ``random_bits(s, (64, *shape))`` can be made ahead and passed as
+  ``mask``, so that several truncations share the 2 rounds. The mask holds 64 arithmetic
+  shares per value: for batches of millions, prefer ``k`` or split the batch.
+- ``k`` given, statistical: |x| < 2^k. Only the f low bits of r are shared random bits; the
+  high part is the sum, over the c XOR components of a random word, of each component's bits
+  f..n-1, each taken with ``bit_components`` (local, no communication). The part that a party
+  does not know is uniform on [0, 2^n), so c reveals x with statistical distance at most
+  2^(k+1-n): ``statistical_security`` = n - k - 1 bits, where n is the largest width with
+  c * 2^n + 2^(k+1) + 2^f <= 2^64 (no wrap): n = 62 for rep3 (61 - k bits of security), 61 for
+  rep4 (60 - k). Cost per value: f random bits (2 rounds, 16 f bytes per rep3 party) + 1 word,
+  and local work for the n - f free bits (about 4 us per value and party for f = 16).
+
+``trunc_exact`` is deterministic floor(x / 2^f) for every 64-bit x: A2B, then the bits f..63
+back to arithmetic (10 rounds for rep3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpcnet.ops.convert import a2b, bits_of, random_bits, xor_all
+from mpcnet.schemes.base import Scheme, Shared
+
+U64 = np.uint64
+FULL_RANGE_BITS = 62
+"""The perfect-mask ``trunc`` (k=None) needs |x| < 2^62."""
+
+
+def _weights(exponents: np.ndarray) -> np.ndarray:
+    """2^e as uint64 for non-negative integer exponents."""
+    return np.left_shift(U64(1), np.asarray(exponents).astype(U64))
+
+
+def _component_count(s: Scheme) -> int:
+    """Number of XOR components ``bit_components`` returns (3 for rep3, 4 for rep4)."""
+    empty = s.arith_components(s.public(np.zeros(0, dtype=U64)))[0]
+    return len(s.bit_components(empty))
+
+
+def _mask_width(components: int, k: int, f: int) -> int:
+    """Largest n with components * 2^n + 2^(k+1) + 2^f <= 2^64."""
+    n = 63
+    while n > 0 and components * (1 << n) + (1 << (k + 1)) + (1 << f) > 1 << 64:
+        n -= 1
+    return n
+
+
+def statistical_security(s: Scheme, f: int, k: int) -> int:
+    """Bits of statistical security of ``trunc(s, x, f, k)``: the opened value is within
+    statistical distance 2^-result of one independent of x."""
+    return _mask_width(_component_count(s), max(k, f), f) - max(k, f) - 1
+
+
+async def trunc(s: Scheme, x: Shared, f: int | np.ndarray, k: int | None = None, *,
+                mask: Shared | None = None) -> Shared:
+    """floor(x / 2^f) + e, e in {0, 1} (stochastic rounding), for signed shared x.
+
+    With ``k=None``: |x| < 2^62, perfectly hiding mask; ``f`` may be an array of per-value
+    shifts in [0, 62] (broadcast to x's shape) and ``mask`` optional pre-made random bits of
+    shape (64, *x.shape). With ``k``: |x| < 2^k, cheaper statistically hiding mask (see the
+    module docstring); ``f`` is one integer. Rounds: 3 (1 with ``mask``).
+    """
+    if k is None:
+        return await _trunc_perfect(s, x, f, mask)
+    if mask is not None or np.ndim(f) != 0:
+        raise ValueError("trunc with a bound k takes one shift f and makes its own mask")
+    return await _trunc_statistical(s, x, int(f), k)
+
+
+async def _trunc_perfect(s: Scheme, x: Shared, f: int | np.ndarray,
+                         mask: Shared | None) -> Shared:
+    shape, count = x.shape, x.size
+    t = np.broadcast_to(np.asarray(f, dtype=np.int64), shape).reshape(count)
+    if t.size and (t.min() < 0 or t.max() > FULL_RANGE_BITS):
+        raise ValueError(f"trunc shifts by 0 to {FULL_RANGE_BITS} bits, not {t.min()}..{t.max()}")
+    bits = mask if mask is not None else await random_bits(s, (64,) + shape)
+    if bits.shape != (64,) + shape:
+        raise ValueError(f"trunc mask must have shape {(64,) + shape}, not {bits.shape}")
+    bits = bits.reshape(64, count)
+    position = np.arange(64)[:, None]
+    r = s.mul_public(bits, _weights(position)).sum(0)
+    # r_hi = (r mod 2^63) >> t: bits t..62 weighted 2^(i - t)
+    keep = (position >= t) & (position <= 62)
+    r_hi = s.mul_public(bits, np.where(keep, _weights(np.maximum(position - t, 0)), U64(0))).sum(0)
+    opened = await s.open(s.add(s.add_public(x.reshape(count), U64(1 << 62)), r))
+    low, top = opened & U64((1 << 63) - 1), opened >> U64(63)
+    # s = x + 2^62 + (r mod 2^63) < 2^64 has s mod 2^63 = low and s_63 = top XOR r_63, so
+    # s >> t = (low >> t) + (top XOR r_63) 2^(63-t), and (s >> t) - r_hi = (x >> t) + 2^(62-t) + e
+    carry = s.add_public(s.mul_public(bits[63], U64(1) - U64(2) * top), top)
+    tu = t.astype(U64)
+    out = s.sub(s.mul_public(carry, _weights(63 - t)), r_hi)
+    out = s.add_public(out, (low >> tu) - _weights(62 - t))
+    return out.reshape(shape)
+
+
+async def _trunc_statistical(s: Scheme, x: Shared, f: int, k: int) -> Shared:
+    if f == 0:
+        return x
+    shape, count = x.shape, x.size
+    bound = max(k, f)  # x + 2^bound is non-negative and its shift by f exact
+    source = xor_all(s, s.arith_components(s.random((count,))))
+    width = _mask_width(len(s.bit_components(source[0:0])), bound, f)
+    if f < 0 or width - bound - 1 < 1:
+        raise ValueError(f"trunc: |x| < 2^{k} leaves no statistical masking in Z_2^64 (mask "
+                         f"width {width}); lower k or use k=None (perfect mask, |x| < 2^62)")
+    low_bits = await random_bits(s, (f, count))
+    r_low = s.mul_public(low_bits, _weights(np.arange(f))[:, None]).sum(0)
+    # high part: sum over components of bits f..width-1 of each, from bit_components (local)
+    r_high = s.public(np.zeros(count, dtype=U64))
+    for i in range(f, width):
+        parts = s.bit_components(s.shift(source, -i))
+        r_high = s.add(r_high, s.mul_public(_ring_sum(s, parts), U64(1 << (i - f))))
+    r = s.add(r_low, s.mul_public(r_high, U64(1 << f)))
+    opened = await s.open(s.add(s.add_public(x.reshape(count), U64(1 << bound)), r))
+    # opened >> f = (x + 2^bound + r_low) >> f + r_high, with (x + 2^bound + r_low) >> f =
+    # (x >> f) + 2^(bound - f) + e
+    out = s.add_public(s.neg(r_high), (opened >> U64(f)) - U64(1 << (bound - f)))
+    return out.reshape(shape)
+
+
+def _ring_sum(s: Scheme, parts: list[Shared]) -> Shared:
+    """Ring sum of arithmetic sharings (not their XOR: only the bound of the sum matters)."""
+    total = parts[0]
+    for part in parts[1:]:
+        total = s.add(total, part)
+    return total
+
+
+async def trunc_exact(s: Scheme, x: Shared, f: int) -> Shared:
+    """Deterministic floor(x / 2^f) of any signed 64-bit x, 0 <= f < 64: A2B, then bits
+    f..63 back to arithmetic (bit 63 with weight -2^(63-f)). 10 rounds for rep3."""
+    if not 0 <= f < 64:
+        raise ValueError(f"trunc_exact shifts by 0 to 63 bits, not {f}")
+    if f == 0:
+        return x
+    bits = await bits_of(s, await a2b(s, x), range(f, 64))
+    weights = _weights(np.arange(64 - f))
+    weights[-1:] = U64(0) - weights[-1:]  # array op: wraps without a warning
+    return s.mul_public(bits, weights.reshape((64 - f,) + (1,) * len(x.shape))).sum(0)

@@ -1,0 +1,129 @@
+"""Probabilistic (perfect and statistical mask) and exact truncation, under every scheme."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import opened, run_protocol
+
+from mpcnet.ops.convert import random_bits
+from mpcnet.ops.truncate import statistical_security, trunc, trunc_exact
+
+F = 16
+
+
+def _signed(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.uint64).view(np.int64)
+
+
+def _bounded(n: int, bits: int, seed: int) -> np.ndarray:
+    """Random values with |x| < 2^bits, plus the edges of that range and of the shift."""
+    top = 2**bits - 1
+    edges = [0, 1, -1, top, -top, 2**F, -(2**F), 2**F - 1, -(2**F) + 1, 2**F + 1]
+    rng = np.random.default_rng(seed)
+    return np.concatenate([np.array(edges, dtype=np.int64),
+                           rng.integers(-top, top, n, dtype=np.int64, endpoint=True)])
+
+
+def _assert_rounded(result: np.ndarray, x: np.ndarray, f: int | np.ndarray) -> None:
+    """result is floor(x / 2^f) or one more."""
+    diff = _signed(result) - (x >> f)
+    assert set(np.unique(diff)) <= {0, 1}
+
+
+@pytest.mark.parametrize("f", [1, F, 40])
+def test_trunc_perfect_mask_full_range(scheme: str, f: int) -> None:
+    x = np.concatenate([_bounded(300, 62, f), [-(2**62)]])
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await trunc(s, x, f))
+
+    _assert_rounded(opened(run_protocol(scheme, {"x": x}, body)), x, f)
+
+
+def test_trunc_per_value_shifts_and_premade_mask(scheme: str) -> None:
+    rng = np.random.default_rng(11)
+    x = _bounded(200, 62, 12).reshape(-1, 15)[:13]
+    shifts = rng.integers(0, 63, x.shape)
+    shifts[0, :3] = [0, 62, 1]
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        mask = await random_bits(s, (64,) + x.shape)
+        before = s.engine.rounds
+        out = await trunc(s, x, shifts, mask=mask)
+        rounds = s.engine.rounds - before
+        return await s.open(out), rounds
+
+    result, rounds = opened(run_protocol(scheme, {"x": x}, body))
+    assert result.shape == x.shape
+    _assert_rounded(result, x, shifts)
+    assert rounds == 1  # with a pre-made mask, one opening
+
+
+@pytest.mark.parametrize("k", [F, 30, 40])
+def test_trunc_statistical_mask(scheme: str, k: int) -> None:
+    x = _bounded(300, k, k)
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await trunc(s, x, F, k)), statistical_security(s, F, k)
+
+    result, sigma = opened(run_protocol(scheme, {"x": x}, body))
+    _assert_rounded(result, x, F)
+    assert sigma == {"passive3": 61, "active4": 60}.get(scheme, sigma) - k
+
+
+@pytest.mark.parametrize("k", [None, 40])
+def test_trunc_rounds_stochastically_without_bias(scheme: str, k: int | None) -> None:
+    x = np.full(4000, 5 * 2**F + 2**F // 4, dtype=np.int64)  # 5.25
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await trunc(s, x, F, k))
+
+    result = _signed(opened(run_protocol(scheme, {"x": x}, body)))
+    assert set(np.unique(result)) == {5, 6}
+    assert 0.21 < (result == 6).mean() < 0.29
+
+
+@pytest.mark.parametrize("f", [1, F, 63])
+def test_trunc_exact_is_floor_for_every_word(scheme: str, f: int) -> None:
+    rng = np.random.default_rng(f)
+    x = np.concatenate([[0, 1, -1, 2**63 - 1, -(2**63), 2**F, -(2**F), -(2**F) - 1],
+                        rng.integers(-(2**63), 2**63 - 1, 200, dtype=np.int64)]).astype(np.int64)
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await trunc_exact(s, x, f))
+
+    np.testing.assert_array_equal(_signed(opened(run_protocol(scheme, {"x": x}, body))), x >> f)
+
+
+def test_truncation_rounds_do_not_grow_with_the_batch(scheme: str) -> None:
+    def rounds(n: int) -> list[int]:
+        async def body(s, x):  # type: ignore[no-untyped-def]
+            out = []
+            for k in (None, 30):
+                before = s.engine.rounds
+                await trunc(s, x, F, k)
+                out.append(s.engine.rounds - before)
+            before = s.engine.rounds
+            await trunc_exact(s, x, F)
+            return out + [s.engine.rounds - before]
+
+        return run_protocol(scheme, {"x": _bounded(n, 30, n)[:n]}, body)[0]
+
+    small, large = rounds(1), rounds(400)
+    assert small == large
+    assert small[:2] == [3, 3] and small[2] <= 11
+
+
+def test_trunc_rejects_ranges_it_cannot_mask(scheme: str) -> None:
+    x = np.zeros(3, dtype=np.int64)
+
+    async def too_wide(s, x):  # type: ignore[no-untyped-def]
+        return await trunc(s, x, F, 61)
+
+    async def too_far(s, x):  # type: ignore[no-untyped-def]
+        return await trunc(s, x, 63)
+
+    for body in (too_wide, too_far):
+        with pytest.raises(ValueError):
+            run_protocol(scheme, {"x": x}, body)
