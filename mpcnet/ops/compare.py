@@ -11,11 +11,10 @@ one buffer per peer per round, whatever their number.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import numpy as np
 
-from mpcnet.ops.convert import bit_to_arith
+from mpcnet.ops.convert import bit_to_arith, local_map
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 
 _VALUES_PER_WORD = 32  # after five packings, 32 values share one word
@@ -25,11 +24,6 @@ def _block_tops(width: int) -> np.uint64:
     """Mask of the top ``width`` bits of every 2*width-bit block of a word."""
     block = ((1 << width) - 1) << width
     return np.uint64(sum(block << shift for shift in range(0, 64, 2 * width)))
-
-
-def _local(x: Shared, fn: Callable[[np.ndarray], np.ndarray]) -> Shared:
-    """Apply a bitwise-linear map (shift, mask, gather) to every component of a binary share."""
-    return Shared(fn(x.data), x.lead, True)
 
 
 def _pack(data: np.ndarray, width: int) -> np.ndarray:
@@ -82,24 +76,24 @@ async def msb(s: Scheme, x: Shared) -> Shared:
     count = x.size
     padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
     u, v = await _reduce_components(s, s.arith_components(x.reshape(count)))
-    top = _local(s.xor(u, v), lambda d: d >> np.uint64(63))
+    top = local_map(s.xor(u, v), lambda d: d >> np.uint64(63))
 
     def shifted_padded(d: np.ndarray) -> np.ndarray:
         out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
         out[..., :count] = d << np.uint64(1)
         return out
 
-    u, v = _local(u, shifted_padded), _local(v, shifted_padded)
+    u, v = local_map(u, shifted_padded), local_map(v, shifted_padded)
     state = concat([await s.and_(u, v), s.xor(u, v)]).reshape(2, padded)  # rows: G, P
     width = 1
     while width < 32:
         both = await s.and_(state[1:2], s.shift(state, width))  # [P & G<<w, P & P<<w]
         combined = concat([s.xor(state[0:1], both[0:1]), both[1:2]]).reshape(state.shape)
-        state = _local(combined, functools.partial(_pack, width=width))
+        state = local_map(combined, functools.partial(_pack, width=width))
         width *= 2
     final = s.xor(state[0], await s.and_(state[1], s.shift(state[0], 32)))
     words, positions = _result_layout(count, padded)
-    carry = _local(final, lambda d: (d[..., words] >> positions) & np.uint64(1))
+    carry = local_map(final, lambda d: (d[..., words] >> positions) & np.uint64(1))
     return s.xor(top, carry).reshape(x.shape)
 
 

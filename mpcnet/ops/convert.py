@@ -34,7 +34,7 @@ U64 = np.uint64
 _POSITIONS = np.arange(64, dtype=U64)
 
 
-def _local(x: Shared, fn: Callable[[np.ndarray], np.ndarray]) -> Shared:
+def local_map(x: Shared, fn: Callable[[np.ndarray], np.ndarray]) -> Shared:
     """Apply a bitwise-linear map (shift, mask, gather) to every component of a binary share."""
     return Shared(fn(x.data), x.lead, True)
 
@@ -96,7 +96,7 @@ async def bits_of(s: Scheme, words: Shared, positions: Iterable[int] = range(64)
     shape (len(positions), *words.shape); one batched ``bit_to_arith`` (2 rounds)."""
     pos = np.asarray(list(positions), dtype=U64)
     count = words.size
-    spread = _local(words.reshape(count), lambda d: d[..., None, :] >> pos[:, None])
+    spread = local_map(words.reshape(count), lambda d: d[..., None, :] >> pos[:, None])
     bits = await bit_to_arith(s, spread)
     return bits.reshape((len(pos),) + words.shape)
 
@@ -138,7 +138,7 @@ def random_bit_words(s: Scheme, count: int) -> Shared:
     """
     words = -(-count // 64)
     source = xor_all(s, s.arith_components(s.random((words,))))
-    return _local(source, lambda d: (d[..., :, None] >> _POSITIONS)
+    return local_map(source, lambda d: (d[..., :, None] >> _POSITIONS)
                   .reshape(d.shape[:-1] + (64 * words,))[..., :count])
 
 
