@@ -41,7 +41,6 @@ async def _run(fault: rep4.FaultInjector | None, bad_input: int | None = None) -
 
     async def party(engine: RoundEngine) -> np.ndarray:
         s = await rep4.Rep4.setup(engine, fault=fault)
-        s.note_input(Shared(data[engine.party], s.lead))
         result = await gini_fs(s, Shared(data[engine.party], s.lead),
                                Shared(lab[engine.party], s.lead), 2, K, np.zeros(P, np.int64))
         return await s.open(result.reduced)

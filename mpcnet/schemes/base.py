@@ -186,5 +186,8 @@ class Scheme(ABC):
         """Arithmetic sharings of the XOR components of the bit in position 0 of b; local."""
 
     # -- checks ----------------------------------------------------------------------------
+    def note_input(self, x: Shared) -> None:  # noqa: B027 - passive schemes trust inputs
+        """Queue a check that a client gave every holder of a component the same value."""
+
     async def verify(self) -> None:  # noqa: B027 - passive schemes have nothing to check
         """Run every pending batched check; active schemes raise ``CheatingDetected``."""
