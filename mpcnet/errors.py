@@ -30,7 +30,8 @@ class CheatingDetected(MPCError):
 
     def __init__(self, check: str, detail: str = "") -> None:
         self.check = check
-        super().__init__(f"cheating detected: {check} check failed" + (f" ({detail})" if detail else ""))
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(f"cheating detected: {check} check failed{suffix}")
 
 
 class AccessDenied(MPCError):

@@ -18,9 +18,9 @@ from mpcnet.plain.select import topk_fraction
 EXPECTED = json.loads((ROOT / "data" / "expected_msgini.json").read_text())
 
 
-def private_selection(scheme: str, ds: EncodedDataset, k: int) -> tuple[np.ndarray, np.ndarray,
-                                                                         dict]:
-    """Run pi_GINI-FS on ``ds``; return the reconstructed D', selected exponents, party 0's report."""
+def private_selection(scheme: str, ds: EncodedDataset,
+                      k: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Run pi_GINI-FS on ``ds``; return D', the selected exponents and party 0's report."""
 
     async def body(s, data, labels):  # type: ignore[no-untyped-def]
         result = await gini_fs(s, data, labels, ds.n_classes, k, ds.exponents)

@@ -66,6 +66,11 @@ class RoundEngine:
             self._phase = previous
 
     @property
+    def current_phase(self) -> str:
+        """The phase the job is in now (for progress reports)."""
+        return self._phase
+
+    @property
     def rounds(self) -> int:
         return sum(m.rounds for m in self.phases.values())
 

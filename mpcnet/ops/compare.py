@@ -34,16 +34,23 @@ def _pack(data: np.ndarray, width: int) -> np.ndarray:
     return (data[..., :half] & mask) | ((data[..., half:] & mask) >> np.uint64(width))
 
 
-def _result_layout(count: int, padded: int) -> tuple[np.ndarray, np.ndarray]:
-    """Word index and bit position of each value's carry after the five packings: value
-    v = w + (padded/32) * h ends in word w at bit 63 - reverse5(h)."""
-    words_left = padded // _VALUES_PER_WORD
-    index = np.arange(count)
-    h = index // words_left
+def _bit_positions() -> np.ndarray:
+    """Bit position of the carry of value h*W + w in word w after the five packings: value
+    group h (of 32) ends at bit 63 - reverse5(h), where reverse5 reverses 5-bit numbers."""
+    h = np.arange(_VALUES_PER_WORD)
     reversed_h = np.zeros_like(h)
     for b in range(5):
         reversed_h |= ((h >> b) & 1) << (4 - b)
-    return index % words_left, (63 - reversed_h).astype(np.uint64)
+    return (63 - reversed_h).astype(np.uint64)
+
+
+_POSITIONS = _bit_positions()
+
+
+def _unpack_carries(final: np.ndarray, count: int) -> np.ndarray:
+    """Each value's carry bit, in value order, from the packed words of the last level."""
+    spread = (final[..., None, :] >> _POSITIONS[:, None]) & np.uint64(1)  # (.., 32, W)
+    return spread.reshape(final.shape[:-1] + (-1,))[..., :count]
 
 
 async def _carry_save(s: Scheme, a: Shared, b: Shared, c: Shared) -> tuple[Shared, Shared]:
@@ -92,8 +99,7 @@ async def msb(s: Scheme, x: Shared) -> Shared:
         state = local_map(combined, functools.partial(_pack, width=width))
         width *= 2
     final = s.xor(state[0], await s.and_(state[1], s.shift(state[0], 32)))
-    words, positions = _result_layout(count, padded)
-    carry = local_map(final, lambda d: (d[..., words] >> positions) & np.uint64(1))
+    carry = local_map(final, lambda d: _unpack_carries(d, count))
     return s.xor(top, carry).reshape(x.shape)
 
 

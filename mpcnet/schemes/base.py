@@ -21,7 +21,6 @@ import numpy as np
 from mpcnet.net.engine import RoundEngine
 from mpcnet.ring import to_ring
 
-
 Public = np.ndarray | int | np.integer
 """A public operand: an array or a scalar, read in Z_2^64 (negative values wrap)."""
 
@@ -103,6 +102,11 @@ class Scheme(ABC):
     n_parties: int
     lead: int
     engine: RoundEngine
+
+    @classmethod
+    @abstractmethod
+    async def setup(cls, engine: RoundEngine) -> Scheme:
+        """Agree this session's correlated-randomness keys with the peers and build the scheme."""
 
     @property
     def party(self) -> int:

@@ -20,7 +20,8 @@ async def pairwise_prfs(engine: RoundEngine) -> dict[int, PRF]:
     theirs = await engine.exchange(mine, engine.peers)
     prfs = {}
     for peer in engine.peers:
-        low, high = (mine[peer], theirs[peer]) if engine.party < peer else (theirs[peer], mine[peer])
+        ours = (mine[peer], theirs[peer])
+        low, high = ours if engine.party < peer else ours[::-1]
         key = hashlib.sha256(b"mpcnet-pair" + low.tobytes() + high.tobytes()).digest()[:KEY_BYTES]
         prfs[peer] = PRF(key)
     return prfs

@@ -21,11 +21,14 @@ class SchemeInfo:
     scheme: type[Scheme]
     share: Callable[[np.ndarray], list[np.ndarray]]
     reconstruct: Callable[..., np.ndarray]  # (shares by party, binary=False)
+    sharing: str  # the stored share format; settings with the same one reuse datasets
 
 
 SCHEMES: dict[str, SchemeInfo] = {
-    "passive3": SchemeInfo("passive3", 3, rep3.Rep3, rep3.share, rep3.reconstruct),
-    "active4": SchemeInfo("active4", 4, rep4.Rep4, rep4.share, rep4.reconstruct),
+    "passive3": SchemeInfo("passive3", 3, rep3.Rep3, rep3.share, rep3.reconstruct,
+                           "rep3"),
+    "active4": SchemeInfo("active4", 4, rep4.Rep4, rep4.share, rep4.reconstruct,
+                          "rep4"),
 }
 
 

@@ -165,15 +165,14 @@ class Rep3(Scheme):
     # -- conversions -----------------------------------------------------------------------
     def _components(self, data: np.ndarray, binary: bool) -> list[Shared]:
         """Component j as a sharing whose only non-zero component is j (held by j-1 and j)."""
-        zero = np.zeros_like(data[0])
         out = []
         for j in range(3):
+            comp = np.zeros_like(data)  # calloc: untouched halves cost nothing
             if j == self.party:
-                out.append(Shared(np.stack([data[0], zero]), 1, binary))
+                comp[0] = data[0]
             elif j == self.next_party:
-                out.append(Shared(np.stack([zero, data[1]]), 1, binary))
-            else:
-                out.append(Shared(np.stack([zero, zero]), 1, binary))
+                comp[1] = data[1]
+            out.append(Shared(comp, 1, binary))
         return out
 
     def arith_components(self, x: Shared) -> list[Shared]:

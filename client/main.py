@@ -1,0 +1,254 @@
+"""``mpc-client``: the data owners' and analysts' command line.
+
+    mpc-client --config deploy/local.toml --as hospital-a share a.csv --dataset d --label y
+    mpc-client --config deploy/local.toml --as analyst select --dataset d --k 10 --result r
+    mpc-client --config deploy/local.toml --as analyst fetch --result r --out reduced.csv
+    mpc-client --config deploy/local.toml --as analyst status | datasets | results | jobs
+
+Exit status 0 on success; otherwise non-zero with a one-line reason on stderr (2: refused or
+bad input, 3: a server unreachable or failed, 4: cheating detected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpcnet import config
+from mpcnet.errors import AccessDenied, CheatingDetected, MPCError, PeerError
+from mpcnet.net.tls import run
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mpc-client", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, type=Path, help="deployment TOML file")
+    p.add_argument("--as", dest="identity", required=True,
+                   help="who you are: a client (or server, for status) name in the file")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("share", help="secret-share a CSV file as a contribution to a dataset")
+    s.add_argument("file", type=Path)
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--label", help="the label column (required by rows; one owner by columns)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--rows", dest="layout", action="store_const", const="rows",
+                   help="contribute records (horizontal split; default)")
+    g.add_argument("--columns", dest="layout", action="store_const", const="columns",
+                   help="contribute attributes of the same records (vertical split)")
+    s.add_argument("--categorical", choices=("refuse", "ordinal"), default="refuse")
+    s.add_argument("--missing", choices=("refuse", "zero", "mean"), default="refuse")
+    s.add_argument("--drop", nargs="*", default=[], metavar="COL", help="columns to leave out")
+    s.add_argument("--security", help="setting whose input sharing to use (default: passive3 "
+                   "with 3 servers, active4 with 4)")
+
+    s = sub.add_parser("select", help="select the k best features of a dataset")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--k", required=True, type=int)
+    s.add_argument("--score", default="ms-gini", choices=("ms-gini",))
+    s.add_argument("--security", help="passive3 | active3 | active4")
+    s.add_argument("--result", required=True, help="name under which D' is stored")
+
+    s = sub.add_parser("status", help="is every server reachable and its mesh connected?")
+    s.add_argument("--server", nargs="*", help="only these servers")
+    s.add_argument("--no-mesh", action="store_true", help="skip the server-to-server probe")
+    sub.add_parser("datasets", help="datasets stored on the servers")
+    sub.add_parser("results", help="results stored on the servers")
+    sub.add_parser("jobs", help="jobs with their state and figures")
+
+    s = sub.add_parser("fetch", help="retrieve the shares of a result")
+    s.add_argument("--result", required=True)
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--out", type=Path, help="reconstruct D' into this CSV file")
+    g.add_argument("--shares-dir", type=Path, help="store each server's shares here")
+    return p
+
+
+def _print(args: argparse.Namespace, obj: Any, text: str) -> None:
+    print(json.dumps(obj, indent=1, default=str) if args.json else text)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def figures_text(fig: dict[str, Any] | None) -> str:
+    if not fig:
+        return "  (no figures)"
+    lines = [f"  {'phase':<14}{'seconds':>9}{'rounds':>8}{'sent':>11}"]
+    for name, ph in fig.get("phases", {}).items():
+        lines.append(f"  {name:<14}{ph['seconds']:>9.3f}{ph['rounds']:>8}"
+                     f"{_fmt_bytes(ph['bytes_sent']):>11}")
+    lines.append(f"  {'total':<14}{fig.get('seconds', 0):>9.3f}{fig.get('rounds', 0):>8}"
+                 f"{_fmt_bytes(fig.get('bytes_sent', 0)):>11}  (this server)")
+    return "\n".join(lines)
+
+
+class _Progress:
+    """One status line on a terminal, a line per phase change otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        p = job.get("progress") or {}
+        if job["state"] == "running" and p:
+            line = (f"job {job['id']}: {p.get('phase', '')}, {p.get('rounds', 0)} rounds, "
+                    f"{p.get('elapsed', 0):.1f} s")
+            key = p.get("phase", "")
+        else:
+            line, key = f"job {job['id']}: {job['state']}", job["state"]
+        if self.tty:
+            print("\r" + line.ljust(70), end="", file=sys.stderr, flush=True)
+            if job["state"] in ("done", "failed"):
+                print(file=sys.stderr)
+        elif key != self.last:
+            print(line, file=sys.stderr, flush=True)
+        self.last = key
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from client.session import Client, reconstruct, write_csv
+
+    dep = config.load(args.config)
+    cl = Client(dep, args.identity)
+    try:
+        if args.cmd == "status":
+            rows = await cl.status(args.server, mesh=not args.no_mesh)
+            lines = []
+            for r in rows:
+                if r["reachable"]:
+                    mesh = ", ".join(f"{k} {'ok' if v == 'ok' else 'DOWN'}"
+                                     for k, v in r["mesh"].items()) or "not probed"
+                    lines.append(f"{r['server']:<8} {r['address']:<22} up  v{r['version']}  "
+                                 f"mesh: {mesh}  jobs running: {len(r['running'])}, queued: "
+                                 f"{r['queued']}")
+                    for k, v in r["mesh"].items():
+                        if v != "ok":
+                            lines.append(f"         {k}: {v}")
+                else:
+                    lines.append(f"{r['server']:<8} {r['address']:<22} DOWN  {r['error']}")
+            _print(args, rows, "\n".join(lines))
+            down = [r["server"] for r in rows if not r["reachable"]]
+            cut = [r["server"] for r in rows if r["reachable"] and not args.no_mesh
+                   and not r["mesh_ok"]]
+            if down or cut:
+                why = ([f"unreachable: {', '.join(down)}"] if down else []) + \
+                      ([f"mesh incomplete at: {', '.join(cut)}"] if cut else [])
+                print(f"mpc-client: not healthy ({'; '.join(why)})", file=sys.stderr)
+                return 3
+            return 0
+        if args.cmd == "share":
+            s = await cl.share(args.file, args.dataset, label=args.label,
+                               layout=args.layout or "rows", categorical=args.categorical,
+                               missing=args.missing, drop=tuple(args.drop),
+                               security=args.security)
+            _print(args, s.__dict__,
+                   f"shared {s.rows} rows x {s.columns} columns"
+                   f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
+                   f"{s.dataset!r} ({s.total_rows} rows now); {_fmt_bytes(s.bytes_per_server)} "
+                   f"to each server in {s.seconds:.2f} s")
+            return 0
+        if args.cmd == "select":
+            job = await cl.select(args.dataset, args.k, args.result, security=args.security,
+                                  score=args.score,
+                                  progress=None if args.json else _Progress())
+            _print(args, job, f"job {job['id']} done: result {job['result']!r} stored "
+                   f"({args.k} features of {job['dataset']!r}, {job['security']})\n"
+                   + figures_text(job.get("figures")))
+            return 0
+        if args.cmd in ("datasets", "results", "jobs"):
+            by_server = await cl.listing(args.cmd)
+            _print(args, by_server, _listing_text(args.cmd, by_server, dep))
+            return 0
+        if args.cmd == "fetch":
+            fetched = await cl.fetch(args.result)
+            m = fetched.manifest
+            if args.shares_dir:
+                args.shares_dir.mkdir(parents=True, exist_ok=True)
+                for party, arrays in fetched.shares.items():
+                    for part, arr in arrays.items():
+                        np.save(args.shares_dir / f"{dep.servers[party].name}.{part}.npy", arr)
+                (args.shares_dir / "result.json").write_text(json.dumps(m, indent=1))
+                _print(args, m, f"shares of {args.result!r} ({m['rows']} x {m['k']}, "
+                       f"{m['security']}) from {len(fetched.shares)} servers in "
+                       f"{args.shares_dir}")
+            else:
+                values = reconstruct(fetched)
+                write_csv(args.out, values)
+                _print(args, dict(m, out=str(args.out)),
+                       f"wrote {values.shape[0]} x {values.shape[1]} reduced dataset to "
+                       f"{args.out} (servers' shares consistent)")
+            return 0
+    finally:
+        cl.close()
+    return 1
+
+
+def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any) -> str:
+    leader = dep.leader.name
+    items = by_server.get(leader, [])
+    lines = []
+    if cmd == "datasets":
+        for d in items:
+            on = sum(any(x["name"] == d["name"] and x["digest"] == d["digest"] for x in v)
+                     for v in by_server.values())
+            lines.append(f"{d['name']:<20} {d['rows']:>7} rows x {d['columns']:>4} columns  "
+                         f"by {d['layout']:<7} {d['sharing']:<9} label={d['label']} "
+                         f"owners={','.join(d['owners'])}  on {on}/{len(by_server)} servers")
+    elif cmd == "results":
+        for r in items:
+            on = sum(any(x["name"] == r["name"] and x["job"] == r["job"] for x in v)
+                     for v in by_server.values())
+            lines.append(f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
+                         f"({r['score']}, {r['security']}, job {r['job']})  on "
+                         f"{on}/{len(r['parties'])} servers")
+    else:
+        for j in items:
+            when = time.strftime("%H:%M:%S", time.localtime(j["created"]))
+            fig = j.get("figures") or {}
+            extra = (f"{fig.get('seconds', 0):.2f} s, {fig.get('rounds', 0)} rounds"
+                     if j["state"] == "done" else (j.get("error") or ""))
+            prog = j.get("progress")
+            if prog:
+                extra = f"{prog.get('phase')}, {prog.get('rounds')} rounds, " \
+                        f"{prog.get('elapsed')} s"
+            lines.append(f"{j['id']} {when} {j['state']:<8} {j['dataset']}/k={j['k']}/"
+                         f"{j['security']} -> {j['result']}  {extra}")
+    return "\n".join(lines) or f"(no {cmd})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(_run(args))
+    except AccessDenied as exc:
+        print(f"mpc-client: access denied: {exc}", file=sys.stderr)
+        return 2
+    except CheatingDetected as exc:
+        print(f"mpc-client: {exc}", file=sys.stderr)
+        return 4
+    except PeerError as exc:
+        print(f"mpc-client: {exc}", file=sys.stderr)
+        return 3
+    except MPCError as exc:
+        print(f"mpc-client: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

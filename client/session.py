@@ -1,0 +1,395 @@
+"""Layer: client. Talk to a deployment's servers: share a CSV file, run a selection, fetch D'.
+
+Every server is reached over mutually authenticated TLS with the identity's own certificate
+(``--as NAME``). Requests and answers are framed messages (``mpcnet.net.framing``): a request
+``{"k": "req", "op": ...}`` gets ``{"k": "ok", ...}`` or ``{"k": "err", "type": ..., "msg": ...}``
+which is raised here as the same typed error (``AccessDenied``, ``InputError``...).
+
+Sharing is all-or-nothing: the file is read, checked against the dataset's schema (fetched from
+the servers) and encoded before anything is sent; each server then receives only its own shares
+into a staging area, and only when every server has staged its part does the client commit,
+first on the coordinator (which numbers the contribution) and then on the others. A failure
+before the commits aborts every staged part; a failure between commits withdraws the ones made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpcnet.config import Deployment, ServerConfig, check_name
+from mpcnet.errors import CheatingDetected, HandshakeError, InputError, MPCError, PeerError
+from mpcnet.net.framing import FrameProtocol
+from mpcnet.net.tls import client_context, describe, dial
+from parties import catalog
+from parties.server import _rebuild_error, sharing_of
+
+
+def default_security(dep: Deployment) -> str:
+    """passive3 on a three-server deployment, active4 on a four-server one."""
+    return "passive3" if len(dep.servers) == 3 else "active4"
+
+
+class ServerSession:
+    """One TLS session with one server."""
+
+    def __init__(self, server: ServerConfig, conn: FrameProtocol, timeout: float) -> None:
+        self.server = server
+        self.conn = conn
+        self.timeout = timeout
+        self.info: dict[str, Any] = {}
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    @classmethod
+    async def open(cls, dep: Deployment, identity: str, server: ServerConfig,
+                   connect_timeout: float | None = None) -> ServerSession:
+        cert, key = dep.identity(identity)
+        ctx = client_context(dep.ca, cert, key)
+        conn = await dial(server.name, server.host, server.port, ctx,
+                          max_frame=dep.max_frame_bytes,
+                          deadline=time.monotonic() + (connect_timeout or dep.timeouts.connect),
+                          handshake_timeout=dep.timeouts.handshake)
+        session = cls(server, conn, dep.timeouts.request)
+        try:
+            conn.send({"k": "hello", "as": "client", "name": identity})
+            session.info = await session._reply()
+        except HandshakeError:
+            raise
+        except PeerError as exc:
+            if not conn.closed:
+                raise
+            # TLS 1.3 reports a refused client certificate only after the handshake
+            raise HandshakeError(
+                f"{conn.label} refused the session before answering ({exc}); most likely it "
+                f"does not accept the certificate {cert} of {identity!r} (signed by another CA "
+                "or expired?). Check the deployment's [tls] files") from None
+        return session
+
+    async def _reply(self, timeout: float | None = None) -> dict[str, Any]:
+        header, _ = await self.conn.recv(timeout=timeout or self.timeout)
+        if header.get("k") == "err":
+            raise _rebuild_error(header, prefix=f"{self.name}: ")
+        if header.get("k") != "ok":
+            raise PeerError(f"{self.conn.label} answered with an unexpected "
+                            f"{header.get('k')!r} frame")
+        return header
+
+    async def request(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+        self.conn.send({"k": "req", "op": op, **args})
+        return await self._reply(timeout)
+
+    async def send_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, arr in arrays.items():
+            self.conn.send({"k": "a", "name": name}, arr)
+            await self.conn.drain()
+
+    async def recv_array(self) -> tuple[str, np.ndarray]:
+        header, arr = await self.conn.recv(timeout=self.timeout)
+        if header.get("k") == "err":
+            raise _rebuild_error(header, prefix=f"{self.name}: ")
+        if header.get("k") != "a" or arr is None:
+            raise PeerError(f"{self.conn.label} sent an unexpected frame instead of an array")
+        return str(header.get("name")), arr
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@dataclass
+class ShareSummary:
+    dataset: str
+    rows: int
+    columns: int
+    label: str | None
+    total_rows: int
+    seconds: float
+    bytes_per_server: int
+
+
+@dataclass
+class Fetched:
+    manifest: dict[str, Any]
+    shares: dict[int, dict[str, np.ndarray]]  # party -> {"reduced", "exponents"}
+
+
+class Client:
+    """The identity ``identity`` of deployment ``dep``."""
+
+    def __init__(self, dep: Deployment, identity: str) -> None:
+        self.dep = dep
+        self.identity = identity
+        dep.identity(identity)  # ConfigError if unknown
+        self.sessions: dict[str, ServerSession] = {}
+
+    async def session(self, server: ServerConfig) -> ServerSession:
+        s = self.sessions.get(server.name)
+        if s is None or s.conn.closed:
+            s = await ServerSession.open(self.dep, self.identity, server)
+            self.sessions[server.name] = s
+        return s
+
+    async def sessions_for(self, servers: list[ServerConfig]) -> list[ServerSession]:
+        got = await asyncio.gather(*(self.session(s) for s in servers), return_exceptions=True)
+        for g in got:
+            if isinstance(g, BaseException):
+                raise g
+        return list(got)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        for s in self.sessions.values():
+            s.close()
+        self.sessions.clear()
+
+    # -- status and listings ------------------------------------------------------------------
+    async def status(self, only: list[str] | None = None, mesh: bool = True
+                     ) -> list[dict[str, Any]]:
+        servers = [s for s in self.dep.servers if not only or s.name in only]
+
+        async def one(s: ServerConfig) -> dict[str, Any]:
+            try:
+                sess = await ServerSession.open(self.dep, self.identity, s,
+                                                connect_timeout=self.dep.timeouts.probe)
+                try:
+                    r = await sess.request("status", mesh=mesh)
+                finally:
+                    sess.close()
+                ok = all(v == "ok" for v in r.get("mesh", {}).values())
+                return {"server": s.name, "address": s.address, "reachable": True,
+                        "version": r.get("version"), "mesh": r.get("mesh", {}),
+                        "mesh_ok": ok, "running": r.get("running", []),
+                        "queued": r.get("queued", 0)}
+            except MPCError as exc:
+                return {"server": s.name, "address": s.address, "reachable": False,
+                        "error": str(exc), "mesh_ok": False}
+        return list(await asyncio.gather(*(one(s) for s in servers)))
+
+    async def listing(self, op: str) -> dict[str, list[dict[str, Any]]]:
+        """``op`` (datasets, results, jobs) as answered by each server."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for s in await self.sessions_for(list(self.dep.servers)):
+            out[s.name] = (await s.request(op))[op]
+        return out
+
+    # -- share --------------------------------------------------------------------------------
+    async def share(self, path: str | Path, dataset: str, *, label: str | None = None,
+                    layout: str = "rows", categorical: str = "refuse", missing: str = "refuse",
+                    drop: tuple[str, ...] = (), security: str | None = None,
+                    table: Any = None) -> ShareSummary:
+        """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``."""
+        from mpcnet.dataset import EncodingOptions, class_codes, one_hot, read_csv
+        from mpcnet.fixedpoint import auto_exponents, encode
+        from mpcnet.ring import to_ring
+        from mpcnet.schemes import registry
+
+        t0 = time.perf_counter()
+        check_name("dataset", dataset)
+        if layout not in catalog.LAYOUTS:
+            raise InputError(f"layout must be rows or columns, not {layout!r}")
+        security = security or default_security(self.dep)
+        sharing, n = sharing_of(security)
+        info = registry.get(sharing)
+        if n > len(self.dep.servers):
+            raise InputError(f"{security} needs {n} servers; the deployment has "
+                             f"{len(self.dep.servers)}")
+        sessions = await self.sessions_for(list(self.dep.servers[:n]))
+        views = [(await s.request("schema", dataset=dataset))["manifest"] for s in sessions]
+        digests = {None if v is None else v["digest"] for v in views}
+        if len(digests) > 1:
+            raise InputError(f"dataset {dataset!r}: the servers disagree about it (an earlier "
+                             "upload did not complete everywhere); use a new dataset name")
+        view = views[0]
+        schema = view["schema"] if view else None
+        fixed = view is not None and view["layout"] == "rows"
+        known = dict(schema["categories"]) if fixed and schema else {}
+        if table is None:
+            options = EncodingOptions(categorical=categorical,  # type: ignore[arg-type]
+                                      missing=missing,  # type: ignore[arg-type]
+                                      known_categories=known)
+            table = await asyncio.to_thread(read_csv, path, label, drop, options)
+        columns = list(table.columns)
+        if fixed and schema is not None and columns != schema["columns"]:
+            exps = None  # check_against names the difference
+        elif fixed and schema is not None:
+            exps = np.asarray(schema["exponents"], dtype=np.int64)
+        else:
+            exps = auto_exponents(table.values, columns)
+        classes = codes = None
+        if table.labels is not None:
+            agreed = schema["classes"] if fixed and schema else None
+            classes, codes = class_codes(table.labels, agreed)
+        meta = catalog.contribution_meta(
+            dataset=dataset, upload_id=uuid.uuid4().hex[:12], layout=layout, sharing=sharing,
+            rows=table.values.shape[0], columns=columns,
+            exponents=[] if exps is None else exps.tolist(),
+            categories={k: v for k, v in table.categories.items() if k in columns},
+            label=label if table.labels is not None else None, classes=classes)
+        if exps is None:
+            meta["exponents"] = [0] * len(columns)
+        catalog.check_against(view, meta, self.identity)
+        assert exps is not None
+        values = to_ring(encode(table.values, exps, columns))
+        arrays_by_party: list[dict[str, np.ndarray]] = [
+            {"data": d} for d in info.share(values)]
+        if codes is not None and classes is not None:
+            for party, lab in enumerate(info.share(one_hot(codes, len(classes)))):
+                arrays_by_party[party]["labels"] = lab
+        await self._upload_all(sessions, meta, arrays_by_party)
+        nbytes = sum(a.nbytes for a in arrays_by_party[0].values())
+        total = (view["rows"] + meta["rows"]) if fixed and view else meta["rows"]
+        return ShareSummary(dataset, meta["rows"], len(columns), meta["label"],
+                            total if layout == "rows" else meta["rows"],
+                            time.perf_counter() - t0, nbytes)
+
+    async def _upload_all(self, sessions: list[ServerSession], meta: dict[str, Any],
+                          arrays_by_party: list[dict[str, np.ndarray]]) -> None:
+        async def stage(party: int, s: ServerSession) -> None:
+            self_check = await s.request("upload", meta=meta)
+            wanted = set(self_check.get("send", []))
+            if wanted != set(arrays_by_party[party]):
+                raise InputError(f"{s.name} expects the arrays {sorted(wanted)}")
+            await s.send_arrays(arrays_by_party[party])
+            await s._reply()
+
+        got = await asyncio.gather(*(stage(p, s) for p, s in enumerate(sessions)),
+                                   return_exceptions=True)
+        errors = [g for g in got if isinstance(g, BaseException)]
+        if errors:
+            await self._quietly(sessions, "abort", id=meta["id"])
+            raise errors[0]
+        committed: list[ServerSession] = []
+        try:
+            first = await sessions[0].request("commit", id=meta["id"])
+            committed.append(sessions[0])
+            rest = await asyncio.gather(*(s.request("commit", id=meta["id"], seq=first["seq"])
+                                          for s in sessions[1:]), return_exceptions=True)
+            for s, r in zip(sessions[1:], rest, strict=True):
+                if not isinstance(r, BaseException):
+                    committed.append(s)
+            errs = [r for r in rest if isinstance(r, BaseException)]
+            if errs:
+                raise errs[0]
+        except BaseException:
+            await self._quietly(committed, "withdraw", dataset=meta["dataset"], id=meta["id"])
+            await self._quietly([s for s in sessions if s not in committed], "abort",
+                                id=meta["id"])
+            raise
+
+    @staticmethod
+    async def _quietly(sessions: list[ServerSession], op: str, **args: Any) -> None:
+        async def one(s: ServerSession) -> None:
+            try:
+                await s.request(op, **args)
+            except MPCError:
+                pass
+        await asyncio.gather(*(one(s) for s in sessions if not s.conn.closed))
+
+    # -- select -------------------------------------------------------------------------------
+    async def select(self, dataset: str, k: int, result: str, *, score: str = "ms-gini",
+                     security: str | None = None, poll: float = 0.5,
+                     progress: Callable[[dict[str, Any]], None] | None = None
+                     ) -> dict[str, Any]:
+        """Start a selection on the coordinator and wait for it; returns the job record."""
+        security = security or default_security(self.dep)
+        leader = await self.session(self.dep.leader)
+        spec = {"dataset": dataset, "k": k, "score": score, "security": security,
+                "result": result}
+        job = (await leader.request("select", spec=spec))["job"]
+        while job["state"] in ("queued", "running"):
+            if progress is not None:
+                progress(job)
+            try:
+                job = (await leader.request("job", id=job["id"], wait=poll))["job"]
+            except PeerError as exc:
+                raise PeerError(f"lost the coordinator during job {job['id']}: {exc}"
+                                + await self._members_report(job["id"])) from None
+        if progress is not None:
+            progress(job)
+        if job["state"] == "failed":
+            error = str(job["error"])
+            kind = PeerError if error.startswith(("PeerError", "HandshakeError")) else MPCError
+            if error.startswith("CheatingDetected"):
+                cheat = CheatingDetected("job", "")
+                Exception.__init__(cheat, f"job {job['id']} failed: {error}")
+                raise cheat
+            raise kind(f"job {job['id']} failed: {error}")
+        return job  # type: ignore[no-any-return]
+
+    async def _members_report(self, job_id: str) -> str:
+        notes = []
+        for s in self.dep.servers[1:]:
+            try:
+                sess = await ServerSession.open(self.dep, self.identity, s,
+                                                connect_timeout=self.dep.timeouts.probe)
+                try:
+                    j = (await sess.request("job", id=job_id))["job"]
+                finally:
+                    sess.close()
+                notes.append(f"{s.name}: {j['state']}" + (f" ({j['error']})" if j.get("error")
+                                                          else ""))
+            except MPCError as exc:
+                notes.append(f"{s.name}: {exc}")
+        return "; " + "; ".join(notes) if notes else ""
+
+    # -- fetch --------------------------------------------------------------------------------
+    async def fetch(self, result: str) -> Fetched:
+        """Every server's shares of ``result``, with the servers' descriptions checked equal."""
+        check_name("result", result)
+        leader = await self.session(self.dep.leader)
+        listed = {r["name"]: r for r in (await leader.request("results"))["results"]}
+        if result not in listed:
+            raise InputError(f"no result {result!r} on {self.dep.leader.name}; see "
+                             "mpc-client results")
+        n = len(listed[result]["parties"])
+        sessions = await self.sessions_for(list(self.dep.servers[:n]))
+
+        async def one(s: ServerSession) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+            head = await s.request("fetch", result=result)
+            arrays = dict([await s.recv_array() for _ in head["arrays"]])
+            return head["manifest"], arrays
+
+        got = await asyncio.gather(*(one(s) for s in sessions))
+        manifests = [m for m, _ in got]
+        keys = ("job", "dataset", "k", "rows", "security", "sharing")
+        if any({k: m.get(k) for k in keys} != {k: manifests[0].get(k) for k in keys}
+               for m in manifests):
+            raise InputError(f"result {result!r}: the servers hold results of different jobs; "
+                             "it cannot be reconstructed")
+        return Fetched(manifests[0], {p: a for p, (_, a) in enumerate(got)})
+
+
+def reconstruct(fetched: Fetched) -> np.ndarray:
+    """D' as floats (m x k), after checking that the servers' copies of every share agree
+    (``CheatingDetected`` otherwise)."""
+    from mpcnet.fixedpoint import decode
+    from mpcnet.ring import to_signed
+    from mpcnet.schemes import registry
+
+    info = registry.get(fetched.manifest["security"])
+    reduced = info.reconstruct({p: a["reduced"] for p, a in fetched.shares.items()})
+    exps = info.reconstruct({p: a["exponents"] for p, a in fetched.shares.items()})
+    return decode(to_signed(reduced), to_signed(exps).astype(np.int64))
+
+
+def write_csv(path: Path, values: np.ndarray) -> None:
+    """The m x k matrix with header f1..fk; exact decimal form of every (dyadic) value."""
+    k = values.shape[1]
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(",".join(f"f{i + 1}" for i in range(k)) + "\n")
+        for row in values.tolist():
+            f.write(",".join(repr(float(v)) for v in row) + "\n")
+    tmp.replace(path)
+
+
+def label_of(server: ServerConfig) -> str:
+    return describe(server.name, server.host, server.port)

@@ -1,0 +1,1 @@
+"""The MPC server process (``mpc-party``): TLS listener, mesh, durable storage, jobs, roles."""

@@ -1,0 +1,219 @@
+"""Layer: server and client. The dataset catalogue: what a contribution may add to a dataset.
+
+Pure functions on plain dicts (the JSON manifests a server stores), shared by the client, which
+checks a file against the servers' schema before sending anything, and by the server, which
+checks again before storing (the server never trusts the client).
+
+A dataset has a *layout*, fixed by its first contribution:
+
+- ``rows`` (horizontal): every owner contributes records with the same columns, the same
+  per-column scale exponents and category lists, and the label column; the first contribution
+  fixes them (the *schema*), later ones must match it and use its class list.
+- ``columns`` (vertical): every owner contributes attributes of the same records in the same row
+  order; the row count must match, column names must not repeat, and exactly one contribution
+  carries the label.
+
+What the servers learn about a dataset is this metadata only: column names, row counts, class
+names, the owners' names and the per-column power-of-two scale exponents (the exponent says
+roughly how large a column's largest value is, within a factor of two; nothing else about
+values). Values and labels reach them only as shares.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from mpcnet.errors import InputError
+
+LAYOUTS = ("rows", "columns")
+
+Manifest = dict[str, Any]
+Meta = dict[str, Any]
+
+
+def contribution_meta(*, dataset: str, upload_id: str, layout: str, sharing: str, rows: int,
+                      columns: list[str], exponents: list[int],
+                      categories: dict[str, list[str]], label: str | None,
+                      classes: list[str] | None) -> Meta:
+    """The description of one upload, identical for every server."""
+    return {"dataset": dataset, "id": upload_id, "layout": layout, "sharing": sharing,
+            "rows": int(rows), "columns": list(columns), "exponents": [int(e) for e in exponents],
+            "categories": {k: list(v) for k, v in categories.items()}, "label": label,
+            "classes": list(classes) if classes is not None else None}
+
+
+def _fail(dataset: str, msg: str) -> InputError:
+    return InputError(f"dataset {dataset!r}: {msg}")
+
+
+def check_meta(meta: Meta) -> None:
+    """Shape of an upload description (types and internal consistency)."""
+    ds = str(meta.get("dataset"))
+    if meta.get("layout") not in LAYOUTS:
+        raise _fail(ds, f"layout must be one of {LAYOUTS}")
+    cols, exps = meta.get("columns"), meta.get("exponents")
+    if not isinstance(cols, list) or not isinstance(exps, list) or len(cols) != len(exps):
+        raise _fail(ds, "need one exponent per column")
+    if not all(isinstance(c, str) for c in cols) or not all(
+            isinstance(e, int) and -4096 < e < 4096 for e in exps):
+        raise _fail(ds, "column names must be strings and exponents small integers")
+    if len(set(cols)) != len(cols):
+        raise _fail(ds, "column names repeat")
+    cats = meta.get("categories")
+    if not isinstance(cats, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in cats.values()):
+        raise _fail(ds, "categories must map column names to lists of strings")
+    if not isinstance(meta.get("rows"), int) or meta["rows"] < 1:
+        raise _fail(ds, "a contribution needs at least one row")
+    has_label = meta.get("label") is not None
+    classes = meta.get("classes")
+    if has_label and (not isinstance(classes, list) or len(classes) < 2
+                      or not all(isinstance(c, str) for c in classes)):
+        raise _fail(ds, "a labelled contribution needs at least two classes")
+    if not isinstance(meta.get("id"), str) or not meta["id"]:
+        raise _fail(ds, "an upload needs an id")
+
+
+def entry(meta: Meta, owner: str) -> dict[str, Any]:
+    """The manifest entry of one contribution (files and sequence number are added later)."""
+    check_meta(meta)
+    return {"dataset": meta["dataset"], "id": meta["id"], "owner": owner, "rows": meta["rows"],
+            "columns": list(meta["columns"]), "exponents": list(meta["exponents"]),
+            "categories": dict(meta["categories"]), "label": meta["label"],
+            "classes": meta["classes"], "layout": meta["layout"], "sharing": meta["sharing"],
+            "files": {}}
+
+
+def assemble(name: str, layout: str, sharing: str, entries: list[dict[str, Any]],
+             existing: tuple[str, str] | None = None) -> Manifest:
+    """The manifest of dataset ``name`` made of ``entries`` in sequence order (entries without
+    a sequence number go last), or an ``InputError`` saying which contribution does not fit.
+
+    The coordinator numbers contributions in the order it commits them; every server orders
+    them by that number, so rows (or columns) are in the same order on every server even if
+    two owners' commits reach two servers in different orders.
+    """
+    if existing is not None and existing != (layout, sharing):
+        if existing[0] != layout:
+            raise _fail(name, f"it is split by {existing[0]}; this contribution is by {layout} "
+                              f"(use --{existing[0]})")
+        raise _fail(name, f"it is shared for {existing[1]}, this upload for {sharing} (use "
+                          f"--security accordingly)")
+    ordered = sorted(entries, key=lambda e: (e.get("seq") is None, e.get("seq") or 0))
+    state: Manifest | None = None
+    for e in ordered:
+        state = _add(state, name, layout, sharing, e)
+    assert state is not None
+    return state
+
+
+def check_against(view: dict[str, Any] | None, meta: Meta, owner: str) -> None:
+    """Client side: would ``meta`` by ``owner`` fit the dataset the servers describe as
+    ``view`` (``schema`` answer: layout, sharing, schema, rows, owners)? Raises ``InputError``."""
+    e = entry(meta, owner)
+    if view is None:
+        _add(None, meta["dataset"], meta["layout"], meta["sharing"], e)
+        return
+    if (view["layout"], view["sharing"]) != (meta["layout"], meta["sharing"]):
+        assemble(meta["dataset"], meta["layout"], meta["sharing"], [e],
+                 (view["layout"], view["sharing"]))
+    state = {"name": view["name"], "layout": view["layout"], "sharing": view["sharing"],
+             "schema": copy.deepcopy(view["schema"]), "rows": view["rows"],
+             "contributions": [{"owner": o, "id": None} for o in view["owners"]]}
+    _add(state, meta["dataset"], meta["layout"], meta["sharing"], e)
+
+
+def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
+         e: dict[str, Any]) -> Manifest:
+    """``manifest`` with the contribution ``e`` added, after checking that it fits."""
+    if e["layout"] != layout or e["sharing"] != sharing:
+        raise _fail(ds, f"contribution {e['id']} is by {e['layout']} for {e['sharing']}, the "
+                        f"dataset by {layout} for {sharing}")
+    if manifest is None:
+        if layout == "rows" and e["label"] is None:
+            raise _fail(ds, "a dataset split by rows needs the label column in every "
+                            "contribution; pass --label COLUMN")
+        if layout == "rows" and not e["columns"]:
+            raise _fail(ds, "a contribution by rows needs at least one feature column")
+        return {"name": ds, "layout": layout, "sharing": sharing,
+                "schema": {"columns": list(e["columns"]), "exponents": list(e["exponents"]),
+                           "categories": dict(e["categories"]), "label": e["label"],
+                           "classes": e["classes"]},
+                "rows": e["rows"], "contributions": [e]}
+    new = dict(manifest, schema=copy.deepcopy(manifest["schema"]),
+               contributions=[*manifest["contributions"], e])
+    schema = new["schema"]
+    if any(c["owner"] == e["owner"] for c in manifest["contributions"]):
+        raise _fail(ds, f"{e['owner']} has already contributed to it; each owner contributes "
+                        "once per dataset (choose a new dataset name to start over)")
+    if any(c["id"] == e["id"] for c in manifest["contributions"]):
+        raise _fail(ds, f"upload {e['id']} is already stored")
+    if layout == "rows":
+        if e["columns"] != schema["columns"]:
+            missing = [c for c in schema["columns"] if c not in e["columns"]]
+            extra = [c for c in e["columns"] if c not in schema["columns"]]
+            what = ", ".join(x for x in (f"missing {missing[:5]}" if missing else "",
+                                         f"extra {extra[:5]}" if extra else "") if x)
+            what = what or "same names, other order"
+            raise _fail(ds, f"the columns differ from the dataset's ({what}); every owner must "
+                            "use the same columns in the same order")
+        if e["exponents"] != schema["exponents"]:
+            raise _fail(ds, "the per-column scale exponents differ from the dataset schema; "
+                            "the client must encode with the schema's exponents")
+        if e["categories"] != schema["categories"]:
+            raise _fail(ds, "the category lists differ from the dataset schema")
+        if e["label"] != schema["label"] or e["classes"] != schema["classes"]:
+            raise _fail(ds, f"the label must be column {schema['label']!r} with the classes "
+                            f"{schema['classes']}")
+        new["rows"] = manifest["rows"] + e["rows"]
+    else:
+        if e["rows"] != manifest["rows"]:
+            raise _fail(ds, f"it has {manifest['rows']} rows, this contribution {e['rows']}; a "
+                            "contribution by columns must hold the same records in the same "
+                            "order")
+        clash = sorted(set(e["columns"]) & set(schema["columns"]))
+        if clash:
+            raise _fail(ds, f"column(s) {clash[:5]} are already in it")
+        if e["label"] is not None and schema["label"] is not None:
+            raise _fail(ds, f"the label ({schema['label']!r}) was already contributed; exactly "
+                            "one contribution carries it")
+        schema["columns"] += e["columns"]
+        schema["exponents"] += e["exponents"]
+        schema["categories"].update(e["categories"])
+        if e["label"] is not None:
+            schema["label"], schema["classes"] = e["label"], e["classes"]
+    return new
+
+
+def digest(manifest: Manifest) -> str:
+    """A fingerprint of what every server must agree on (schema and contributions, not the
+    share files, which differ from server to server)."""
+    public = {"layout": manifest["layout"], "sharing": manifest["sharing"],
+              "schema": manifest["schema"], "rows": manifest["rows"],
+              "contributions": [{k: c.get(k) for k in ("id", "owner", "seq", "rows", "columns",
+                                                       "label")}
+                                for c in manifest["contributions"]]}
+    return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def ready_for_selection(manifest: Manifest, k: int) -> None:
+    """Refuse a selection the dataset cannot support (no label yet, k out of range)."""
+    ds = manifest["name"]
+    if manifest["schema"]["label"] is None:
+        raise _fail(ds, "no contribution carries the label yet; share the label column first")
+    p = len(manifest["schema"]["columns"])
+    if not 0 < k < p:
+        raise _fail(ds, f"k must be between 1 and {p - 1} (it has {p} features), got {k}")
+
+
+def summary(manifest: Manifest) -> dict[str, Any]:
+    """What ``mpc-client datasets`` shows: shape and contributors, never a value."""
+    return {"name": manifest["name"], "layout": manifest["layout"],
+            "sharing": manifest["sharing"], "rows": manifest["rows"],
+            "columns": len(manifest["schema"]["columns"]),
+            "label": manifest["schema"]["label"], "classes": manifest["schema"]["classes"],
+            "owners": [c["owner"] for c in manifest["contributions"]],
+            "digest": digest(manifest)}

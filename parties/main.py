@@ -1,0 +1,68 @@
+"""``mpc-party``: run one MPC server of a deployment.
+
+    mpc-party --config deploy/local.toml --name alice
+
+The server listens on its configured port for its peers and for clients, keeps its shares in
+its data_dir, and runs jobs until it receives SIGINT or SIGTERM. Exit status 2 on a
+configuration, certificate or storage problem (the one-line reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from mpcnet import config
+from mpcnet.errors import MPCError
+from mpcnet.net.tls import run
+
+
+def setup_logging(name: str, level: str) -> None:
+    """Every line names this server; messages never carry a share, a key or a value."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s", force=True)
+
+
+async def serve(dep: config.Deployment, name: str, ready_file: Path | None = None) -> None:
+    from parties.server import PartyServer
+
+    server = PartyServer(dep, name)
+    await server.start()
+    if ready_file is not None:  # lets scripts and benchmarks wait for the listener
+        ready_file.write_text(str(dep.server(name).port))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, server.stopped.set)
+    await server.stopped.wait()
+    logging.getLogger("mpcnet.party").info("stopping")
+    await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mpc-party", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, type=Path, help="deployment TOML file")
+    parser.add_argument("--name", required=True, help="this server's name in the file")
+    parser.add_argument("--ready-file", type=Path, help="write the port here once listening")
+    parser.add_argument("--log-level", help="override the deployment's log_level")
+    args = parser.parse_args(argv)
+    try:
+        dep = config.load(args.config)
+        dep.server(args.name)
+        setup_logging(args.name, args.log_level or dep.log_level)
+        run(serve(dep, args.name, args.ready_file))
+    except MPCError as exc:
+        print(f"mpc-party {args.name}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

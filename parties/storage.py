@@ -1,0 +1,282 @@
+"""Layer: server. Durable storage of one server's shares, results and job records.
+
+Layout under the server's ``data_dir``::
+
+    LOCK                          held (flock) while a server uses the folder
+    staging/                      uploads and results being written; emptied at every start
+    datasets/<name>/manifest.json schema, contributions, and a SHA-256 per share file
+    datasets/<name>/<upload>.data.npy, <upload>.labels.npy
+    results/<name>/manifest.json, reduced.npy, exponents.npy
+    jobs/<id>.json                job records (state, error, figures)
+
+Every file is written to a temporary name, flushed with fsync, then renamed into place
+(``os.replace`` is atomic) and the folder is fsynced. A manifest is the only source of truth:
+share files it does not list are leftovers of an interrupted commit and are removed at start;
+a half-received upload lives only in ``staging/`` and is dropped. Every share file is checked
+against its SHA-256 when loaded, so damage is reported instead of computed on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpcnet.errors import MPCError
+
+log = logging.getLogger("mpcnet.storage")
+
+
+class StorageError(MPCError):
+    """A stored file is missing, damaged or the data folder is unusable."""
+
+
+class _HashingWriter:
+    def __init__(self, f: Any) -> None:
+        self.f, self.h, self.n = f, hashlib.sha256(), 0
+
+    def write(self, b: bytes | memoryview) -> int:
+        self.h.update(b)
+        self.n += len(b)
+        return self.f.write(b)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
+    """Write ``array`` as .npy with fsync; return its file entry (name, sha256, bytes)."""
+    with open(path, "wb") as f:
+        w = _HashingWriter(f)
+        np.lib.format.write_array(w, np.ascontiguousarray(array), allow_pickle=False)  # type: ignore[arg-type]
+        f.flush()
+        os.fsync(f.fileno())
+    return {"file": path.name, "sha256": w.h.hexdigest(), "bytes": w.n}
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomically replace ``path`` with the JSON of ``obj``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class Storage:
+    """One server's data folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.staging = root / "staging"
+        self.datasets = root / "datasets"
+        self.results = root / "results"
+        self.jobs = root / "jobs"
+        self._lock: Any = None
+
+    # -- start -----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Create the folders, take the lock, drop staged leftovers and unlisted files."""
+        try:
+            for d in (self.root, self.datasets, self.results, self.jobs):
+                d.mkdir(parents=True, exist_ok=True)
+            self._lock = open(self.root / "LOCK", "w")  # noqa: SIM115 - held until close()
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StorageError(f"data folder {self.root} is in use by another running server; "
+                               "each server needs its own data_dir") from None
+        except OSError as exc:
+            raise StorageError(f"data folder {self.root} is not usable: {exc}") from None
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.staging.mkdir()
+        for kind in (self.datasets, self.results):
+            for folder in kind.iterdir():
+                self._tidy(folder)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _tidy(self, folder: Path) -> None:
+        manifest = folder / "manifest.json"
+        if not manifest.is_file():
+            log.warning("removing %s: no manifest (an interrupted first commit)", folder)
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        listed = {"manifest.json"} | {e["file"] for e in self._files(self._read(manifest))}
+        for f in folder.iterdir():
+            if f.name not in listed:
+                log.warning("removing %s: not listed in its manifest (an interrupted commit)", f)
+                f.unlink()
+
+    @staticmethod
+    def _files(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+        if "contributions" in manifest:
+            return [e for c in manifest["contributions"] for e in c["files"].values()]
+        return list(manifest["files"].values())
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, Any]:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"{path} cannot be read ({exc}); restore it from a backup") from None
+
+    def load_array(self, folder: Path, entry: dict[str, Any]) -> np.ndarray:
+        """A stored share, after checking its SHA-256 against the manifest."""
+        path = folder / entry["file"]
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise StorageError(f"{path} is missing ({exc}); restore it from a backup") from None
+        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+            raise StorageError(f"{path} is damaged (SHA-256 differs from its manifest); "
+                               "restore it from a backup")
+        return np.load(io.BytesIO(raw), allow_pickle=False)  # type: ignore[no-any-return]
+
+    def verify_all(self) -> int:
+        """Check every stored file against its checksum; returns how many were checked."""
+        n = 0
+        for kind in (self.datasets, self.results):
+            for folder in sorted(kind.iterdir()):
+                for entry in self._files(self._read(folder / "manifest.json")):
+                    self.load_array(folder, entry)
+                    n += 1
+        return n
+
+    # -- staging ---------------------------------------------------------------------------
+    def stage(self, tag: str) -> Path:
+        """A fresh folder for one upload or result being written."""
+        path = self.staging / f"{tag}-{os.getpid()}-{time.monotonic_ns()}"
+        path.mkdir()
+        return path
+
+    @staticmethod
+    def discard(staged: Path) -> None:
+        shutil.rmtree(staged, ignore_errors=True)
+
+    # -- datasets --------------------------------------------------------------------------
+    def dataset_names(self) -> list[str]:
+        return sorted(d.name for d in self.datasets.iterdir() if (d / "manifest.json").is_file())
+
+    def dataset(self, name: str) -> dict[str, Any] | None:
+        path = self.datasets / name / "manifest.json"
+        return self._read(path) if path.is_file() else None
+
+    def commit_contribution(self, manifest: dict[str, Any], staged: Path) -> None:
+        """Move the staged share files into the dataset folder and publish the new manifest,
+        which lists them (the atomic step: before it, the files are unlisted leftovers)."""
+        folder = self.datasets / manifest["name"]
+        first = not folder.exists()
+        folder.mkdir(exist_ok=True)
+        for f in staged.iterdir():
+            os.replace(f, folder / f.name)
+        write_json(folder / "manifest.json", manifest)
+        if first:
+            _fsync_dir(self.datasets)
+        self.discard(staged)
+
+    def withdraw(self, name: str, upload_id: str) -> bool:
+        """Remove one contribution (the client's undo when another server failed to commit);
+        removes the dataset if it was the only one. Returns whether anything was removed."""
+        manifest = self.dataset(name)
+        if manifest is None:
+            return False
+        keep = [c for c in manifest["contributions"] if c["id"] != upload_id]
+        if len(keep) == len(manifest["contributions"]):
+            return False
+        folder = self.datasets / name
+        if not keep:
+            (folder / "manifest.json").unlink()
+            shutil.rmtree(folder, ignore_errors=True)
+            _fsync_dir(self.datasets)
+            return True
+        from parties import catalog
+
+        gone = next(c for c in manifest["contributions"] if c["id"] == upload_id)
+        rebuilt = catalog.assemble(name, manifest["layout"], manifest["sharing"], keep)
+        write_json(folder / "manifest.json", rebuilt)
+        for entry in gone["files"].values():
+            with contextlib.suppress(FileNotFoundError):
+                (folder / entry["file"]).unlink()
+        return True
+
+    def load_dataset(self, name: str) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
+        """Manifest and this server's shares of the whole data and label matrices (contributions
+        joined by rows or by columns), every file checked."""
+        manifest = self.dataset(name)
+        if manifest is None:
+            raise StorageError(f"dataset {name!r} is not stored here")
+        folder = self.datasets / name
+        datas, labels = [], []
+        for c in manifest["contributions"]:
+            datas.append(self.load_array(folder, c["files"]["data"]))
+            if "labels" in c["files"]:
+                labels.append(self.load_array(folder, c["files"]["labels"]))
+        axis = -2 if manifest["layout"] == "rows" else -1
+        data = np.concatenate(datas, axis=axis) if len(datas) > 1 else datas[0]
+        label = None
+        if labels:
+            label = np.concatenate(labels, axis=-2) if len(labels) > 1 else labels[0]
+        return manifest, data, label
+
+    # -- results ---------------------------------------------------------------------------
+    def result_names(self) -> list[str]:
+        return sorted(d.name for d in self.results.iterdir() if (d / "manifest.json").is_file())
+
+    def result(self, name: str) -> dict[str, Any] | None:
+        path = self.results / name / "manifest.json"
+        return self._read(path) if path.is_file() else None
+
+    def stage_result(self, arrays: dict[str, np.ndarray]) -> tuple[Path, dict[str, Any]]:
+        staged = self.stage("result")
+        files = {k: write_array(staged / f"{k}.npy", v) for k, v in arrays.items()}
+        return staged, files
+
+    def commit_result(self, manifest: dict[str, Any], staged: Path) -> None:
+        """Publish a staged result: the whole folder is renamed into place at once."""
+        manifest = dict(manifest, stored=time.time())
+        write_json(staged / "manifest.json", manifest)
+        target = self.results / manifest["name"]
+        if target.exists():
+            raise StorageError(f"result {manifest['name']!r} already exists")
+        os.replace(staged, target)
+        _fsync_dir(self.results)
+
+    def load_result(self, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        manifest = self.result(name)
+        if manifest is None:
+            raise StorageError(f"result {name!r} is not stored here")
+        folder = self.results / name
+        return manifest, {k: self.load_array(folder, e) for k, e in manifest["files"].items()}
+
+    # -- jobs ------------------------------------------------------------------------------
+    def save_job(self, record: dict[str, Any]) -> None:
+        write_json(self.jobs / f"{record['id']}.json", record)
+
+    def load_jobs(self) -> list[dict[str, Any]]:
+        out = []
+        for f in sorted(self.jobs.glob("*.json")):
+            try:
+                out.append(json.loads(f.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                log.warning("ignoring unreadable job record %s", f)
+        return sorted(out, key=lambda r: r.get("created", 0))

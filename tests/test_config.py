@@ -1,0 +1,81 @@
+"""The deployment file: shipped examples, relative paths, defaults and refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from mpcnet import config
+from mpcnet.errors import ConfigError, InputError
+
+
+def test_local_deployments_parse_with_paths_relative_to_the_file() -> None:
+    dep = config.load(ROOT / "deploy" / "local.toml")
+    assert [s.name for s in dep.servers] == ["alice", "bob", "carol"]
+    assert dep.leader.name == "alice" and dep.party("carol") == 2
+    assert dep.ca == ROOT / "deploy" / "certs" / "ca.pem"
+    assert dep.server("bob").key == ROOT / "deploy" / "certs" / "bob.key"
+    assert dep.server("bob").data_dir == ROOT / "deploy" / "data" / "bob"
+    roles = {c.name: c.role for c in dep.clients}
+    assert sorted(roles.values()) == ["analyst", "owner", "owner"]
+    four = config.load(ROOT / "deploy" / "local4.toml")
+    assert [s.name for s in four.servers] == ["alice", "bob", "carol", "dave"]
+    assert {s.port for s in four.servers}.isdisjoint({s.port for s in dep.servers})
+
+
+def test_defaults_are_documented_values() -> None:
+    t = config.Timeouts()
+    assert t.connect > 0 and t.round > 0 and t.probe < t.connect
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "d.toml"
+    p.write_text(text)
+    return p
+
+
+SERVERS = "".join(f'[[servers]]\nname = "{n}"\nhost = "127.0.0.1"\nport = {7000 + i}\n'
+                  for i, n in enumerate(["a", "b", "c"]))
+
+
+def test_minimal_file_gets_defaults(tmp_path: Path) -> None:
+    dep = config.load(_write(tmp_path, SERVERS + '[[clients]]\nname = "x"\nrole = "owner"\n'))
+    assert dep.server("a").cert == tmp_path / "certs" / "a.pem"
+    assert dep.server("c").data_dir == tmp_path / "data" / "c"
+    assert dep.timeouts == config.Timeouts()
+    assert dep.client("x").may_upload("anything")
+    assert dep.identity("x") == (tmp_path / "certs" / "x.pem", tmp_path / "certs" / "x.key")
+
+
+@pytest.mark.parametrize("extra, words", [
+    ('[[clients]]\nname = "a"\nrole = "owner"\n', "unique"),
+    ('[[clients]]\nname = "x"\nrole = "boss"\n', "role"),
+    ('[deployment]\nround_timout = 3\n', "unknown key"),
+    ('[deployment]\nround_timeout = -1\n', "positive"),
+    ('[nonsense]\n', "unknown section"),
+    ('[[clients]]\nname = "../x"\nrole = "owner"\n', "name"),
+])
+def test_mistakes_are_refused_with_the_file_named(tmp_path: Path, extra: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as err:
+        config.load(_write(tmp_path, SERVERS + extra))
+    assert str(tmp_path) in str(err.value)
+
+
+def test_wrong_server_count_port_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="3 or 4"):
+        config.load(_write(tmp_path, '[[servers]]\nname = "a"\nhost = "h"\nport = 1\n'))
+    with pytest.raises(ConfigError, match="port"):
+        config.load(_write(tmp_path, SERVERS.replace("7002", "70000")))
+    with pytest.raises(ConfigError, match="not found"):
+        config.load(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="no server named"):
+        config.load(_write(tmp_path, SERVERS)).server("zed")
+
+
+def test_dataset_names_cannot_escape_the_data_folder() -> None:
+    assert config.check_name("dataset", "lsvt-1.a") == "lsvt-1.a"
+    for bad in ("../x", "", ".hidden", "a/b", "x" * 65):
+        with pytest.raises(InputError):
+            config.check_name("dataset", bad)

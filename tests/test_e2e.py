@@ -1,0 +1,329 @@
+"""End to end: real mpc-party processes over TLS on 127.0.0.1, driven through mpc-client.
+
+Small slices of LSVT keep it quick. Every process a test starts is stopped by PID
+(``LocalCluster`` fixtures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from certs.pki import issue, make_ca, write_pair
+from client.local import LocalCluster
+from client.session import Client
+from mpcnet import config
+from mpcnet.dataset import read_csv
+from mpcnet.net.tls import run
+
+LSVT = ROOT / "data" / "lsvt_126x310.csv"
+
+
+def _slice(out: Path, rows: slice, cols: list[int], label: bool = True) -> Path:
+    with open(LSVT, newline="") as f:
+        data = list(csv.reader(f))
+    head, body = data[0], data[1:]
+    li = head.index("label")
+    keep = cols + ([li] if label else [])
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([head[c] for c in keep])
+        w.writerows([r[c] for c in keep] for r in body[rows])
+    return out
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("csv")
+    cols = list(range(12))
+    return {"whole": _slice(d / "whole.csv", slice(0, 60), cols),
+            "top": _slice(d / "top.csv", slice(0, 30), cols),
+            "bottom": _slice(d / "bottom.csv", slice(30, 60), cols),
+            "left": _slice(d / "left.csv", slice(0, 60), cols[:5], label=False),
+            "right": _slice(d / "right.csv", slice(0, 60), cols[5:])}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path_factory.mktemp("deploy"),
+                     extra_client_lines={"outsider": 'datasets = ["elsewhere"]'})
+    with c:
+        c.start()
+        yield c
+
+
+def ok(result: object) -> str:
+    r = result
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}\n{r.stdout}"  # type: ignore[attr-defined]
+    return r.stdout  # type: ignore[attr-defined, no-any-return]
+
+
+def _reduced(path: Path) -> tuple[list[str], np.ndarray]:
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    return rows[0], np.array(rows[1:], dtype=np.float64)
+
+
+def _plaintext(csv_path: Path, k: int, scale_from: Path | None = None) -> np.ndarray:
+    """D' in the clear, with the exponents the first owner's file (``scale_from``) fixes."""
+    from client.demo import plaintext_reference
+    from mpcnet.dataset import class_codes
+    from mpcnet.fixedpoint import auto_exponents
+
+    table = read_csv(csv_path, label="label")
+    first = read_csv(scale_from, label="label") if scale_from else table
+    classes, _ = class_codes(first.labels)
+    return plaintext_reference(table, auto_exponents(first.values), classes, k)
+
+
+def test_status_reports_every_server_and_its_mesh(cluster: LocalCluster) -> None:
+    out = ok(cluster.client("analyst", "status"))
+    for name in ("alice", "bob", "carol"):
+        assert f"{name} " in out
+    assert "DOWN" not in out
+    # the containers' healthcheck: a server checks itself with its own certificate
+    ok(cluster.client("bob", "status", "--server", "bob", "--no-mesh"))
+
+
+def test_whole_rows_and_columns_give_the_same_reduced_dataset(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "whole",
+                      "--label", "label"))
+    ok(cluster.client("hospital-a", "share", str(files["top"]), "--dataset", "byrows",
+                      "--label", "label", "--rows"))
+    ok(cluster.client("hospital-b", "share", str(files["bottom"]), "--dataset", "byrows",
+                      "--label", "label", "--rows"))
+    ok(cluster.client("hospital-a", "share", str(files["left"]), "--dataset", "bycols",
+                      "--columns"))
+    ok(cluster.client("hospital-b", "share", str(files["right"]), "--dataset", "bycols",
+                      "--label", "label", "--columns"))
+    listing = ok(cluster.client("analyst", "datasets"))
+    assert listing.count("3/3 servers") == 3 and "bycols" in listing
+    got = {}
+    for ds in ("whole", "byrows", "bycols"):
+        out = ok(cluster.client("analyst", "select", "--dataset", ds, "--k", "4", "--result",
+                                f"{ds}-r"))
+        assert "done" in out and "rounds" in out
+        target = tmp_path / f"{ds}.csv"
+        ok(cluster.client("analyst", "fetch", "--result", f"{ds}-r", "--out", str(target)))
+        got[ds] = _reduced(target)
+    header, whole = got["whole"]
+    assert header == ["f1", "f2", "f3", "f4"] and whole.shape == (60, 4)
+    # by columns, each owner scales its own columns over all rows: the very same encoding
+    assert np.array_equal(whole, got["bycols"][1])
+    assert np.array_equal(whole, _plaintext(files["whole"], 4))
+    # by rows, the first owner's rows fix the scales: the same features, and values equal to
+    # the plaintext ones under those scales (they differ from "whole" only in rounding)
+    assert np.array_equal(got["byrows"][1], _plaintext(files["whole"], 4, files["top"]))
+    step = np.abs(whole).max(axis=0) * 2.0**-28  # fixed point: precision relative to column
+    assert (np.abs(whole - got["byrows"][1]) <= step).all()
+
+
+def test_shares_dir_and_listings(cluster: LocalCluster, files: dict[str, Path],
+                                 tmp_path: Path) -> None:
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "listing",
+                      "--label", "label"))
+    ok(cluster.client("analyst", "select", "--dataset", "listing", "--k", "3", "--result",
+                      "listing-r"))
+    ok(cluster.client("analyst", "fetch", "--result", "listing-r", "--shares-dir",
+                      str(tmp_path / "sh")))
+    names = sorted(p.name for p in (tmp_path / "sh").iterdir())
+    assert "alice.reduced.npy" in names and "carol.exponents.npy" in names
+    assert np.load(tmp_path / "sh" / "bob.reduced.npy").shape == (2, 60, 3)
+    assert "listing-r" in ok(cluster.client("analyst", "results"))
+    jobs = ok(cluster.client("analyst", "jobs"))
+    assert "done" in jobs and "listing-r" in jobs
+
+
+def test_bad_uploads_store_nothing(cluster: LocalCluster, files: dict[str, Path],
+                                   tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    lines = files["whole"].read_text().splitlines()
+    cells = lines[3].split(",")
+    cells[2] = "abc"
+    lines[3] = ",".join(cells)
+    bad.write_text("\n".join(lines) + "\n")
+    r = cluster.client("hospital-a", "share", str(bad), "--dataset", "bad", "--label", "label")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "row" in r.stderr
+    # a second owner with a different row count for a vertical dataset
+    ok(cluster.client("hospital-a", "share", str(files["left"]), "--dataset", "vbad",
+                      "--columns"))
+    r = cluster.client("hospital-b", "share", str(files["top"]), "--dataset", "vbad",
+                       "--columns", "--label", "label")
+    assert r.returncode == 2 and "60 rows" in r.stderr
+    listing = ok(cluster.client("analyst", "datasets"))
+    rows = {line.split()[0]: line for line in listing.splitlines()}
+    assert "bad" not in rows and "hospital-b" not in rows["vbad"]
+    r = cluster.client("analyst", "select", "--dataset", "vbad", "--k", "2", "--result", "x")
+    assert r.returncode == 2 and "label" in r.stderr
+    r = cluster.client("analyst", "select", "--dataset", "nosuch", "--k", "2", "--result", "x")
+    assert r.returncode == 2 and "nosuch" in r.stderr
+
+
+def test_clients_without_role_or_valid_certificate_are_refused(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    r = cluster.client("hospital-a", "select", "--dataset", "whole", "--k", "2", "--result", "n")
+    assert r.returncode == 2 and "access denied" in r.stderr and "analyst" in r.stderr
+    r = cluster.client("analyst", "share", str(files["whole"]), "--dataset", "z", "--label",
+                       "label")
+    assert r.returncode == 2 and "access denied" in r.stderr
+    r = cluster.client("outsider", "share", str(files["whole"]), "--dataset", "z", "--label",
+                       "label")
+    assert r.returncode == 2 and "may not contribute" in r.stderr
+    r = cluster.client("hospital-b", "fetch", "--result", "whole-r", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "access denied" in r.stderr
+    # a certificate for "analyst" from another CA
+    key, ca = make_ca("rogue CA")
+    write_pair(*issue(key, ca, "analyst", server=False), tmp_path / "a.pem", tmp_path / "a.key")
+    rogue = _config_copy(cluster, tmp_path, "rogue.toml",
+                         '[[clients]]\nname = "analyst"', f'cert = "{tmp_path / "a.pem"}"\n'
+                         f'key = "{tmp_path / "a.key"}"')
+    r = cluster.client("analyst", "datasets", config_path=rogue)
+    assert r.returncode == 3 and "refused" in r.stderr
+    # no certificate at all
+    missing = _config_copy(cluster, tmp_path, "none.toml", '[[clients]]\nname = "analyst"',
+                           f'cert = "{tmp_path / "none.pem"}"\nkey = "{tmp_path / "none.key"}"')
+    r = cluster.client("analyst", "datasets", config_path=missing)
+    assert r.returncode == 2 and "not found" in r.stderr
+    # a valid certificate whose name the deployment does not know
+    stranger = _config_copy(cluster, tmp_path, "stranger.toml", '[[clients]]\nname = "analyst"',
+                            "", rename=("analyst", "stranger"))
+    dep = config.load(cluster.config_path)
+    ca_key = (dep.ca.parent / "ca.key").read_bytes()
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    write_pair(*issue(load_pem_private_key(ca_key, None),  # type: ignore[arg-type]
+                      x509.load_pem_x509_certificate(dep.ca.read_bytes()), "stranger",
+                      server=False), tmp_path / "stranger.pem", tmp_path / "stranger.key")
+    r = cluster.client("stranger", "datasets", config_path=stranger)
+    assert r.returncode == 2 and "not a client of this deployment" in r.stderr
+    assert "DOWN" not in ok(cluster.client("analyst", "status"))
+
+
+def _config_copy(cluster: LocalCluster, tmp_path: Path, name: str, anchor: str, lines: str,
+                 rename: tuple[str, str] | None = None) -> Path:
+    text = cluster.config_path.read_text()
+    base = cluster.config_path.parent
+    text = text.replace('ca = "certs/ca.pem"', f'ca = "{base / "certs" / "ca.pem"}"')
+    text = text.replace('dir = "certs"', f'dir = "{tmp_path}"')
+    if rename:
+        text = text.replace(f'name = "{rename[0]}"', f'name = "{rename[1]}"')
+        anchor = anchor.replace(rename[0], rename[1])
+    text = text.replace(anchor, anchor + "\n" + lines)
+    out = tmp_path / name
+    out.write_text(text)
+    return out
+
+
+def test_restart_between_sharing_and_selection_loses_nothing(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    ok(cluster.client("hospital-a", "share", str(files["top"]), "--dataset", "durable",
+                      "--label", "label"))
+    ok(cluster.client("hospital-b", "share", str(files["bottom"]), "--dataset", "durable",
+                      "--label", "label"))
+    before = ok(cluster.client("analyst", "datasets"))
+    cluster.kill("bob")  # SIGKILL: no chance to flush anything
+    cluster.start(["bob"])
+    assert ok(cluster.client("analyst", "datasets")) == before
+    ok(cluster.client("analyst", "select", "--dataset", "durable", "--k", "4", "--result",
+                      "durable-r"))
+    ok(cluster.client("analyst", "fetch", "--result", "durable-r", "--out",
+                      str(tmp_path / "d.csv")))
+    assert np.array_equal(_reduced(tmp_path / "d.csv")[1],
+                          _plaintext(files["whole"], 4, files["top"]))
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path / "deploy", timeouts={"round_timeout": 10.0,
+                                                    "connect_timeout": 3.0})
+    with c:
+        c.start()
+        yield c
+
+
+def test_server_killed_mid_job_fails_the_job_naming_it(fresh: LocalCluster,
+                                                       tmp_path: Path) -> None:
+    big = _slice(tmp_path / "big.csv", slice(0, 126), list(range(310)))
+    ok(fresh.client("hospital-a", "share", str(files_small := _slice(
+        tmp_path / "small.csv", slice(0, 40), list(range(8)))), "--dataset", "early",
+        "--label", "label"))
+    ok(fresh.client("hospital-a", "share", str(big), "--dataset", "big", "--label", "label"))
+
+    async def scenario() -> tuple[str, float, dict[str, dict[str, object]]]:
+        cl = Client(fresh.dep, "analyst")
+        try:
+            task = asyncio.ensure_future(cl.select("big", 103, "big-r"))
+            other = Client(fresh.dep, "analyst")
+            lead = await other.session(fresh.dep.leader)
+            deadline = time.monotonic() + 30
+            while True:  # wait until the protocol is under way, then kill bob
+                jobs = (await lead.request("jobs"))["jobs"]
+                prog = jobs[-1].get("progress") if jobs else None
+                if prog and prog.get("rounds", 0) >= 3:
+                    break
+                assert not jobs or jobs[-1]["state"] in ("queued", "running"), \
+                    "the job ended before it could be interrupted"
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.005)
+            fresh.kill("bob")
+            t = time.monotonic()
+            with pytest.raises(Exception) as err:
+                await task
+            waited = time.monotonic() - t
+            job_id = jobs[-1]["id"]
+            records = {}
+            for srv in (fresh.dep.servers[0], fresh.dep.servers[2]):
+                sess = await other.session(srv)
+                records[srv.name] = (await sess.request("job", id=job_id))["job"]
+            other.close()
+            return str(err.value), waited, records
+        finally:
+            cl.close()
+
+    message, waited, records = run(scenario())
+    assert "bob" in message and "failed" in message
+    assert waited < 10
+    r = fresh.client("analyst", "status")
+    assert r.returncode == 3 and "bob" in r.stderr
+    for rec in records.values():
+        assert rec["state"] == "failed" and "bob" in str(rec["error"])
+    fresh.start(["bob"])
+    listing = ok(fresh.client("analyst", "datasets"))
+    assert "early" in listing and "big " in listing and listing.count("3/3 servers") == 2
+    ok(fresh.client("analyst", "select", "--dataset", "early", "--k", "3", "--result", "again"))
+    ok(fresh.client("analyst", "fetch", "--result", "again", "--out", str(tmp_path / "a.csv")))
+    assert np.array_equal(_reduced(tmp_path / "a.csv")[1], _plaintext(files_small, 3))
+
+
+def test_the_demo_command_checks_itself(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "client.demo", "--dataset", "lsvt", "--workdir",
+                        str(tmp_path / "demo")], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "equals the plaintext selection: yes" in r.stdout
+    assert "103 features selected" in r.stdout
+
+
+def test_four_servers_active4(tmp_path: Path, files: dict[str, Path]) -> None:
+    with LocalCluster(tmp_path / "four", n_servers=4) as four:
+        four.start()
+        ok(four.client("hospital-a", "share", str(files["whole"]), "--dataset", "w",
+                       "--label", "label"))
+        assert "active4" in ok(four.client("analyst", "datasets"))
+        r = four.client("analyst", "select", "--dataset", "w", "--k", "4", "--result", "p",
+                        "--security", "passive3")
+        assert r.returncode == 2 and "shared for active4" in r.stderr
+        out = ok(four.client("analyst", "select", "--dataset", "w", "--k", "4", "--result", "r"))
+        assert "active4" in out
+        ok(four.client("analyst", "fetch", "--result", "r", "--out", str(tmp_path / "r.csv")))
+        assert np.array_equal(_reduced(tmp_path / "r.csv")[1], _plaintext(files["whole"], 4))

@@ -1,0 +1,92 @@
+"""A server's storage: atomic commits, checksums, leftovers removed, one server per folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from parties import catalog
+from parties.storage import Storage, StorageError, write_array
+
+
+def _contribute(st: Storage, upload: str, owner: str, seq: int, rows: int = 4) -> None:
+    meta = catalog.contribution_meta(dataset="d", upload_id=upload, layout="rows",
+                                     sharing="passive3", rows=rows, columns=["a", "b"],
+                                     exponents=[0, 0], categories={}, label="y",
+                                     classes=["0", "1"])
+    staged = st.stage("upload")
+    files = {"data": write_array(staged / f"{upload}.data.npy",
+                                 np.full((2, rows, 2), seq, dtype=np.uint64)),
+             "labels": write_array(staged / f"{upload}.labels.npy",
+                                   np.zeros((2, rows, 1), dtype=np.uint64))}
+    man = st.dataset("d")
+    entry = dict(catalog.entry(meta, owner), seq=seq, files=files)
+    new = catalog.assemble("d", "rows", "passive3", (man["contributions"] if man else []) + [entry])
+    st.commit_contribution(new, staged)
+
+
+def test_contributions_join_in_order_and_survive_reopening(tmp_path: Path) -> None:
+    st = Storage(tmp_path)
+    st.open()
+    _contribute(st, "u1", "a", 1, rows=3)
+    _contribute(st, "u2", "b", 2, rows=2)
+    st.close()
+    st = Storage(tmp_path)
+    st.open()
+    man, data, labels = st.load_dataset("d")
+    assert man["rows"] == 5 and data.shape == (2, 5, 2) and labels is not None
+    assert data[0, :, 0].tolist() == [1, 1, 1, 2, 2]
+    assert st.verify_all() == 4
+    assert st.withdraw("d", "u2") and st.load_dataset("d")[0]["rows"] == 3
+    assert st.withdraw("d", "u1") and st.dataset_names() == []
+
+
+def test_damage_is_detected_not_computed_on(tmp_path: Path) -> None:
+    st = Storage(tmp_path)
+    st.open()
+    _contribute(st, "u1", "a", 1)
+    f = tmp_path / "datasets" / "d" / "u1.data.npy"
+    raw = bytearray(f.read_bytes())
+    raw[-1] ^= 1
+    f.write_bytes(bytes(raw))
+    with pytest.raises(StorageError, match="damaged"):
+        st.load_dataset("d")
+
+
+def test_half_written_uploads_and_unlisted_files_are_dropped(tmp_path: Path) -> None:
+    st = Storage(tmp_path)
+    st.open()
+    _contribute(st, "u1", "a", 1)
+    staged = st.stage("upload")
+    (staged / "half.npy").write_bytes(b"partial")
+    (tmp_path / "datasets" / "d" / "orphan.data.npy").write_bytes(b"x")
+    (tmp_path / "datasets" / "nomanifest").mkdir()
+    st.close()
+    st = Storage(tmp_path)
+    st.open()
+    assert list(st.staging.iterdir()) == []
+    assert not (tmp_path / "datasets" / "d" / "orphan.data.npy").exists()
+    assert st.dataset_names() == ["d"] and st.verify_all() == 2
+
+
+def test_results_commit_as_a_whole(tmp_path: Path) -> None:
+    st = Storage(tmp_path)
+    st.open()
+    staged, files = st.stage_result({"reduced": np.ones((2, 3, 2), np.uint64),
+                                     "exponents": np.zeros((2, 2), np.uint64)})
+    st.commit_result({"name": "r", "files": files}, staged)
+    man, arrays = st.load_result("r")
+    assert arrays["reduced"].shape == (2, 3, 2) and st.result_names() == ["r"]
+    staged, files = st.stage_result({"reduced": np.ones(1, np.uint64)})
+    with pytest.raises(StorageError, match="exists"):
+        st.commit_result({"name": "r", "files": files}, staged)
+
+
+def test_one_server_per_data_folder(tmp_path: Path) -> None:
+    a = Storage(tmp_path)
+    a.open()
+    with pytest.raises(StorageError, match="in use"):
+        Storage(tmp_path).open()
+    a.close()

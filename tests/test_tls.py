@@ -1,0 +1,304 @@
+"""TLS transport: framing, identity checks, retries, and protocols running over real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from certs.pki import issue, make_ca, write_pair
+from client.local import free_ports
+from mpcnet.errors import HandshakeError, PeerError
+from mpcnet.net.engine import RoundEngine
+from mpcnet.net.framing import PREFIX, FrameDecoder, FrameProtocol, encode
+from mpcnet.net.tls import TLSChannel, client_context, dial, server_context
+from mpcnet.schemes import rep3
+from mpcnet.schemes.base import Shared
+
+
+# -- framing (sans-IO) ---------------------------------------------------------------------
+def _feed(dec: FrameDecoder, data: bytes, chunk: int) -> list[Any]:
+    frames, pos = [], 0
+    while pos < len(data):
+        buf = dec.buffer()
+        n = min(len(buf), chunk, len(data) - pos)
+        buf[:n] = data[pos:pos + n]
+        pos += n
+        frames += dec.advance(n)
+    return frames
+
+
+def _wire(header: dict[str, Any], array: np.ndarray | None = None) -> bytes:
+    head, body = encode(header, array)
+    return head + (bytes(body) if body is not None else b"")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 20])
+def test_frames_round_trip_in_any_chunking(chunk: int) -> None:
+    rng = np.random.default_rng(1)
+    arrays = [rng.integers(0, 2**63, (3, 5), dtype=np.uint64), np.zeros((0, 4), np.uint64),
+              np.arange(10, dtype=np.int64)[::2], np.ones((2, 2, 2), np.uint8), None]
+    data = b"".join(_wire({"k": "a", "i": i}, a) for i, a in enumerate(arrays))
+    frames = _feed(FrameDecoder(1 << 20), data, chunk)
+    assert [h["i"] for h, _ in frames] == list(range(len(arrays)))
+    for (_, got), want in zip(frames, arrays, strict=True):
+        if want is None:
+            assert got is None
+        else:
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            assert got.flags.writeable
+
+
+def _corrupt(data: bytes, hlen: int | None = None, blen: int | None = None,
+             magic: bytes | None = None) -> bytes:
+    m, h, b = PREFIX.unpack(data[:PREFIX.size])
+    return PREFIX.pack(magic or m, hlen if hlen is not None else h,
+                       blen if blen is not None else b) + data[PREFIX.size:]
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda d: _corrupt(d, magic=b"HTTP"), "magic"),
+    (lambda d: _corrupt(d, hlen=10**6), "header length"),
+    (lambda d: _corrupt(d, blen=1 << 40), "exceeds the limit"),
+    (lambda d: _corrupt(d, blen=16), "does not match"),
+    (lambda d: d.replace(b"<u8", b"|O8"), "not allowed"),
+])
+def test_malformed_frames_are_refused(mutate: Any, words: str) -> None:
+    data = mutate(_wire({"k": "a"}, np.arange(4, dtype=np.uint64)))
+    with pytest.raises(PeerError, match=words):
+        _feed(FrameDecoder(1 << 20, "bob (h:1)"), data, 1 << 20)
+
+
+def test_header_that_is_not_a_map_is_refused() -> None:
+    import msgpack
+    packed = msgpack.packb([1, 2])
+    data = PREFIX.pack(b"MPC1", len(packed), 0) + packed
+    with pytest.raises(PeerError, match="map"):
+        _feed(FrameDecoder(1024), data, 64)
+
+
+def test_sender_refuses_object_arrays() -> None:
+    with pytest.raises(TypeError):
+        encode({"k": "a"}, np.array([object()]))
+
+
+# -- TLS -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("pki")
+    key, ca = make_ca()
+    write_pair(key, ca, d / "ca.pem", d / "ca.key")
+    for name in ("p0", "p1", "p2"):
+        write_pair(*issue(key, ca, name, server=True, hosts=("127.0.0.1",)),
+                   d / f"{name}.pem", d / f"{name}.key")
+    write_pair(*issue(key, ca, "cli", server=False), d / "cli.pem", d / "cli.key")
+    okey, oca = make_ca("another CA")
+    write_pair(okey, oca, d / "other-ca.pem", d / "other-ca.key")
+    write_pair(*issue(okey, oca, "cli", server=False), d / "rogue.pem", d / "rogue.key")
+    write_pair(*issue(okey, oca, "p1", server=True, hosts=("127.0.0.1",)),
+               d / "rogue-p1.pem", d / "rogue-p1.key")
+    return d
+
+
+def _sctx(pki: Path, name: str, cert: str | None = None) -> Any:
+    return server_context(pki / "ca.pem", pki / f"{cert or name}.pem", pki / f"{cert or name}.key")
+
+
+def _cctx(pki: Path, name: str, ca: str = "ca") -> Any:
+    return client_context(pki / f"{ca}.pem", pki / f"{name}.pem", pki / f"{name}.key")
+
+
+async def _listen(ctx: Any, port: int, accepted: asyncio.Queue[FrameProtocol]) -> Any:
+    loop = asyncio.get_running_loop()
+
+    def factory() -> FrameProtocol:
+        proto = FrameProtocol(1 << 28, "incoming")
+        proto.connected.add_done_callback(
+            lambda f: accepted.put_nowait(proto) if not f.exception() else None)
+        return proto
+    return await loop.create_server(factory, "127.0.0.1", port, ssl=ctx)
+
+
+async def _mesh(pki: Path, ports: list[int]) -> tuple[list[TLSChannel], list[Any]]:
+    """Three TLS channels in one process: party i dials every j > i."""
+    queues: list[asyncio.Queue[FrameProtocol]] = [asyncio.Queue() for _ in range(3)]
+    servers = [await _listen(_sctx(pki, f"p{i}"), ports[i], queues[i]) for i in range(3)]
+    conns: list[dict[int, FrameProtocol]] = [{}, {}, {}]
+    for i in range(3):
+        for j in range(i + 1, 3):
+            c = await dial(f"p{j}", "127.0.0.1", ports[j], _cctx(pki, f"p{i}"),
+                           max_frame=1 << 28, deadline=time.monotonic() + 5)
+            c.send({"k": "hello", "from": i})
+            conns[i][j] = c
+            inc = await queues[j].get()
+            hello, _ = await inc.recv(timeout=5)
+            assert "p" + str(hello["from"]) in inc.cert_names()
+            conns[j][i] = inc
+    return [TLSChannel(i, 3, "job1", conns[i]) for i in range(3)], servers
+
+
+def test_rep3_protocol_runs_over_tls_unchanged(pki: Path) -> None:
+    x = np.arange(-50, 50, dtype=np.int64).view(np.uint64).reshape(10, 10)
+    y = (np.arange(100, dtype=np.int64) * 7 - 300).view(np.uint64).reshape(10, 10)
+    sx, sy = rep3.share(x), rep3.share(y)
+
+    async def main() -> list[Any]:
+        channels, servers = await _mesh(pki, free_ports(3))
+
+        async def party(i: int) -> Any:
+            eng = RoundEngine(channels[i], 10.0)
+            s = await rep3.Rep3.setup(eng)
+            with eng.phase("mul"):
+                z = await s.mul(Shared(sx[i], 1), Shared(sy[i], 1))
+            return await s.open(z), eng.report()
+        try:
+            return list(await asyncio.gather(*(party(i) for i in range(3))))
+        finally:
+            for ch in channels:
+                await ch.close()
+            for srv in servers:
+                srv.close()
+
+    out = asyncio.run(main())
+    for value, report in out:
+        assert np.array_equal(value, x * y)
+        assert report["phases"]["mul"]["rounds"] == 1
+
+
+def test_large_arrays_cross_in_both_directions_at_once(pki: Path) -> None:
+    """Both ends send 8 MB before reading: sends never wait for the peer (no deadlock)."""
+    big = [np.random.default_rng(i).integers(0, 2**63, 1 << 20, dtype=np.uint64)
+           for i in range(3)]
+
+    async def main() -> None:
+        channels, servers = await _mesh(pki, free_ports(3))
+        engines = [RoundEngine(ch, 20.0) for ch in channels]
+        got = await asyncio.gather(*(e.broadcast(big[e.party]) for e in engines))
+        for received in got:
+            for peer, arr in received.items():
+                assert np.array_equal(arr, big[peer])
+        for ch in channels:
+            await ch.close()
+        for srv in servers:
+            srv.close()
+    asyncio.run(main())
+
+
+def test_peer_that_goes_away_is_named(pki: Path) -> None:
+    async def main() -> None:
+        channels, servers = await _mesh(pki, free_ports(3))
+        for c in channels[1].conns.values():
+            c.abort()
+        channels[0].conns[1].set_label("p1 (127.0.0.1:1)")
+        with pytest.raises(PeerError, match="p1"):
+            await asyncio.wait_for(channels[0].recv(1), 5)
+        for ch in channels:
+            await ch.close()
+        for srv in servers:
+            srv.close()
+    asyncio.run(main())
+
+
+def test_silent_peer_times_out_naming_it(pki: Path) -> None:
+    async def main() -> None:
+        channels, servers = await _mesh(pki, free_ports(3))
+        channels[0].recv_timeout = 0.3
+        channels[0].conns[2].set_label("p2 (127.0.0.1:2)")
+        t = time.monotonic()
+        with pytest.raises(PeerError, match="p2.*no message within 0.3"):
+            await channels[0].recv(2)
+        assert time.monotonic() - t < 2
+        for ch in channels:
+            await ch.close()
+        for srv in servers:
+            srv.close()
+    asyncio.run(main())
+
+
+def test_unreachable_server_fails_at_the_deadline_naming_it(pki: Path) -> None:
+    port = free_ports(1)[0]
+
+    async def main() -> None:
+        t = time.monotonic()
+        with pytest.raises(PeerError, match=rf"p1 \(127.0.0.1:{port}\).*mpc-party --name p1"):
+            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), max_frame=1024,
+                       deadline=time.monotonic() + 0.6)
+        assert 0.5 < time.monotonic() - t < 3
+    asyncio.run(main())
+
+
+def test_server_with_a_foreign_certificate_is_refused(pki: Path) -> None:
+    async def main() -> None:
+        port = free_ports(1)[0]
+        srv = await _listen(_sctx(pki, "p1", cert="rogue-p1"), port, asyncio.Queue())
+        with pytest.raises(HandshakeError, match="not valid for this deployment"):
+            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), max_frame=1024,
+                       deadline=time.monotonic() + 5)
+        srv.close()
+    asyncio.run(main())
+
+
+def test_server_name_must_match_its_certificate(pki: Path) -> None:
+    async def main() -> None:
+        port = free_ports(1)[0]
+        srv = await _listen(_sctx(pki, "p2"), port, asyncio.Queue())
+        with pytest.raises(HandshakeError, match="p1"):
+            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), max_frame=1024,
+                       deadline=time.monotonic() + 5)
+        srv.close()
+    asyncio.run(main())
+
+
+def test_client_from_another_ca_is_refused_by_the_server(pki: Path) -> None:
+    async def main() -> None:
+        port = free_ports(1)[0]
+        accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
+        srv = await _listen(_sctx(pki, "p0"), port, accepted)
+        ctx = client_context(pki / "ca.pem", pki / "rogue.pem", pki / "rogue.key")
+        with pytest.raises(PeerError):  # TLS 1.3: the refusal arrives after the handshake
+            conn = await dial("p0", "127.0.0.1", port, ctx, max_frame=1024,
+                              deadline=time.monotonic() + 5)
+            conn.send({"k": "hello"})
+            await conn.recv(timeout=5)
+        assert accepted.empty()
+        srv.close()
+    asyncio.run(main())
+
+
+def test_client_without_certificate_is_refused(pki: Path) -> None:
+    import ssl
+
+    async def main() -> None:
+        port = free_ports(1)[0]
+        accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
+        srv = await _listen(_sctx(pki, "p0"), port, accepted)
+        ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx,
+                                                       server_hostname="p0")
+        writer.write(b"x" * 16)
+        try:  # TLS 1.3: the server's refusal arrives after the client's handshake
+            assert await asyncio.wait_for(reader.read(1), 5) == b""
+        except (ssl.SSLError, ConnectionError):
+            pass
+        assert accepted.empty()
+        writer.close()
+        srv.close()
+    asyncio.run(main())
+
+
+def test_plain_tcp_is_not_served(pki: Path) -> None:
+    async def main() -> None:
+        port = free_ports(1)[0]
+        accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
+        srv = await _listen(_sctx(pki, "p0"), port, accepted)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"MPC1" + bytes(200))
+            await asyncio.sleep(0.2)
+        assert accepted.empty()
+        srv.close()
+    asyncio.run(main())
