@@ -68,7 +68,7 @@ LIMIT = direct_ranking_limit()
 SPEED_P, SPEED_K = 122, 67
 FULL = {"m": [1000, 2000, 5000, LIMIT, LIMIT + 1, 20000, 50000, 100000],
         "p": [50, 100, 200, 500, 1000], "k": [1, 10, 30, 67, 100, 122]}
-QUICK = {"m": [500, 2000, 8000, LIMIT + 1], "p": [50, 200], "k": [5, 67]}
+QUICK = {"m": [500, 2000, LIMIT + 1], "p": [50, 200], "k": [5, 67]}
 FIXED = {"m": {"p": SPEED_P, "k": SPEED_K}, "p": {"m": 2000, "k": 40},
          "k": {"m": 2000, "p": SPEED_P}}
 NETWORK_M = [1000, 10000, 100000]
@@ -347,6 +347,8 @@ def plot(result: dict[str, Any], folder: Path) -> list[str]:
             elif sweep == "p" and key != "rounds":
                 ax.set_xscale("log")
                 ax.set_yscale("log")
+            if key == "rounds":
+                ax.yaxis.get_major_locator().set_params(integer=True)
             ax.set_title(title)
             ax.set_xlabel({"m": "rows m", "p": "features p", "k": "selected k"}[sweep])
             ax.grid(True, which="both", alpha=0.3)
@@ -354,8 +356,8 @@ def plot(result: dict[str, Any], folder: Path) -> list[str]:
         if sweep == "m":
             axes[0, 1].annotate(f"m = {LIMIT:,}: wider\nexact ranking beyond",
                                 xy=(LIMIT, 0.5), xycoords=("data", "axes fraction"),
-                                xytext=(6, 0), textcoords="offset points", fontsize=8,
-                                color="grey")
+                                xytext=(-6, 0), textcoords="offset points", fontsize=8,
+                                color="grey", ha="right")
         fig.suptitle(f"Private MS-GINI selection against {sweep} ({fixed_text[sweep]})")
         fig.tight_layout()
         path = folder / f"scaling_{sweep}.png"

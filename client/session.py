@@ -197,7 +197,7 @@ class Client:
             raise InputError(f"layout must be rows or columns, not {layout!r}")
         security = security or default_security(self.dep)
         sharing, n = sharing_of(security)
-        info = registry.get(sharing)
+        info = registry.get(security)  # its share function makes the stored sharing
         if n > len(self.dep.servers):
             raise InputError(f"{security} needs {n} servers; the deployment has "
                              f"{len(self.dep.servers)}")

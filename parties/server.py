@@ -70,6 +70,18 @@ def sharing_of(security: str) -> tuple[str, int]:
     return info.sharing, info.n_parties
 
 
+def sharing_info(sharing: str) -> Any:
+    """The registry entry of the first security setting whose input sharing is ``sharing``
+    (its ``share`` function makes shares in that format), or ``InputError``."""
+    from mpcnet.schemes import registry
+
+    for info in registry.SCHEMES.values():
+        if info.sharing == sharing:
+            return info
+    raise InputError(f"unknown sharing {sharing!r}; known: "
+                     f"{', '.join(sorted({i.sharing for i in registry.SCHEMES.values()}))}")
+
+
 def error_frame(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, CheatingDetected):
         return {"k": "err", "type": "CheatingDetected", "msg": str(exc), "check": exc.check}
@@ -716,11 +728,7 @@ class _Session:
         self.conn.send({"k": "ok", "staged": upload_id})
 
     def _lead_shape(self, sharing: str) -> tuple[int, ...]:
-        from mpcnet.schemes import registry
-        try:
-            info = registry.get(sharing)
-        except MPCError:
-            raise InputError(f"unknown sharing {sharing!r}") from None
+        info = sharing_info(sharing)
         if self.s.party >= info.n_parties:
             raise InputError(f"{sharing} uses {info.n_parties} servers; {self.s.name} is not "
                              "one of them")

@@ -21,14 +21,14 @@ class SchemeInfo:
     scheme: type[Scheme]
     share: Callable[[np.ndarray], list[np.ndarray]]
     reconstruct: Callable[..., np.ndarray]  # (shares by party, binary=False)
-    sharing: str  # the stored share format; settings with the same one reuse datasets
+    sharing: str  # the setting whose input sharing datasets are stored in (reused by others)
 
 
 SCHEMES: dict[str, SchemeInfo] = {
     "passive3": SchemeInfo("passive3", 3, rep3.Rep3, rep3.share, rep3.reconstruct,
-                           "rep3"),
+                           "passive3"),
     "active4": SchemeInfo("active4", 4, rep4.Rep4, rep4.share, rep4.reconstruct,
-                          "rep4"),
+                          "active4"),
 }
 
 

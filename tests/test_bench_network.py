@@ -1,0 +1,103 @@
+"""Smoke runs of the runtime benchmarks (bench/network.py, bench/scaling.py), so they cannot rot.
+
+The networked benchmark runs once on a 40 x 8 synthetic dataset under passive3 and active4 with
+real mpc-party processes over TLS on 127.0.0.1 (every process stopped by PID), and the report
+must carry every phase and figure; active3 must get its "not available" row while no such
+scheme is registered. The scaling benchmark runs three tiny in-process points. About 15 s in
+all. The emulated-network run needs root and creates a network namespace: marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
+
+from bench import netemu, network, scaling  # noqa: E402
+from mpcnet.schemes import registry  # noqa: E402
+
+FIGURES = ("e2e_s", "job_s", "share_cli_s", "share_client_s")
+
+
+def _check_summary(s: dict, n_parties: int) -> None:
+    for key in FIGURES:
+        assert s[key]["median"] > 0, key
+        assert s[key]["min"] <= s[key]["median"] <= s[key]["max"], key
+    assert s["rounds"] > 0
+    assert len(s["sent"]) == n_parties and all(v > 0 for v in s["sent"].values())
+    assert len(s["peak"]) == n_parties and all(v > 10e6 for v in s["peak"].values())
+    for phase in network.PHASES:
+        assert phase in s["phases"], f"phase {phase} missing for {s['security']}"
+        assert s["phases"][phase]["seconds"]["median"] >= 0
+    assert s["phases"]["scoring"]["rounds"] > 0 and s["phases"]["selection"]["rounds"] > 0
+    assert s["equal"] is True, "D' differs from the plaintext selection"
+
+
+def test_smoke_report_has_every_phase_and_figure(tmp_path: Path) -> None:
+    out = tmp_path / "network.md"
+    code = network.main(["--synthetic", "40x8x3", "--security", "passive3", "active3",
+                         "active4", "--repeat", "1", "--out", str(out),
+                         "--workdir", str(tmp_path / "work")])
+    assert code == 0
+    raw = json.loads(out.with_suffix(".json").read_text())
+    by_setting = {s["security"]: s for s in raw["summaries"]}
+    _check_summary(by_setting["passive3"], 3)
+    _check_summary(by_setting["active4"], 4)
+    text = out.read_text(encoding="utf-8")
+    for section in ("## End to end", "## Per phase", "## Against the paper and MP-SPDZ",
+                    "## Per server", "## Noise"):
+        assert section in text, section
+    for setting in ("passive3", "active4"):
+        rows = [ln for ln in text.splitlines() if ln.startswith(f"| synthetic-40x8 | {setting} |")]
+        phases = {ln.split("|")[3].strip() for ln in rows}
+        assert set(network.PHASES) <= phases, f"{setting}: phases {phases}"
+    if "active3" not in registry.SCHEMES:
+        assert by_setting["active3"]["available"] is False
+        assert "| active3 | not available" in text
+
+
+def test_paper_totals_are_prot1_plus_p_times_prot2() -> None:
+    assert network.paper_total("cogload", 120) == pytest.approx(27 + 120 * 1.13)
+    assert network.paper_total("lsvt", 310) == pytest.approx(152 + 310 * 0.33)
+    assert network.paper_total("speeddating", 122) == pytest.approx(1837 + 122 * 14.73)
+
+
+def test_delay_proxy_adds_the_configured_delay(tmp_path: Path) -> None:
+    base = netemu.probe_link(None, None, tmp_path, pings=10, bulk=1 << 20)
+    slow = netemu.probe_link("proxy", netemu.Link("t", 5.0, None), tmp_path, pings=10,
+                             bulk=1 << 20)
+    assert base["rtt_ms"] < 5
+    assert 10.0 <= slow["rtt_ms"] < 30.0  # 5 ms each way, millisecond timers
+
+
+def test_scaling_smoke_writes_table_and_plots(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[bench]'")
+    monkeypatch.setattr(scaling, "QUICK", {"m": [60], "p": [8], "k": [2]})
+    monkeypatch.setattr(scaling, "FIXED", {"m": {"p": 6, "k": 3}, "p": {"m": 50, "k": 4},
+                                           "k": {"m": 50, "p": 6}})
+    out = tmp_path / "scaling.md"
+    assert scaling.main(["--quick", "--security", "passive3", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    for sweep in ("m", "p", "k"):
+        assert f"| {sweep} | passive3 |" in text
+        assert (tmp_path / f"scaling_{sweep}.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_emulated_network_smoke(tmp_path: Path) -> None:
+    support = netemu.check_support()
+    if not support.netns and not support.netem:
+        pytest.skip(f"no network namespaces here: {support.reason}")
+    out = tmp_path / "network.md"
+    assert network.main(["--synthetic", "40x8x3", "--security", "passive3", "--repeat", "1",
+                         "--netem", "--netem-profiles", "lan", "--out", str(out)]) == 0
+    raw = json.loads(out.with_suffix(".json").read_text())
+    links = [p["link"]["name"] for p in raw["emulated"]["profiles"]]
+    assert "lan" in links
+    assert "## Emulated network" in out.read_text(encoding="utf-8")
