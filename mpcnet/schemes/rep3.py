@@ -17,6 +17,7 @@ import numpy as np
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import PRF
+from mpcnet import ring
 from mpcnet.ring import to_ring
 from mpcnet.schemes.base import Public, Scheme, Shared
 from mpcnet.schemes.keys import pairwise_prfs
@@ -124,8 +125,8 @@ class Rep3(Scheme):
         return await self._reshare(out, False)
 
     async def matmul(self, x: Shared, y: Shared) -> Shared:
-        z = np.matmul(x.data[0], y.data[0] + y.data[1])
-        z += np.matmul(x.data[1], y.data[0])
+        z = ring.matmul(x.data[0], y.data[0] + y.data[1])
+        z += ring.matmul(x.data[1], y.data[0])
         z += self._zero(z.shape)
         out = self._terms(z.shape)
         out[0] = z
@@ -167,7 +168,7 @@ class Rep3(Scheme):
         """Component j as a sharing whose only non-zero component is j (held by j-1 and j)."""
         out = []
         for j in range(3):
-            comp = np.zeros_like(data)  # calloc: untouched halves cost nothing
+            comp = np.zeros(data.shape, dtype=data.dtype)  # calloc: untouched halves are free
             if j == self.party:
                 comp[0] = data[0]
             elif j == self.next_party:
