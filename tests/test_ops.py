@@ -54,11 +54,12 @@ def test_bit_to_arith(scheme: str) -> None:
     words = np.random.default_rng(8).integers(0, 2**63, 300, dtype=np.int64)
 
     async def body(s, w):  # type: ignore[no-untyped-def]
-        return await s.open(await bit_to_arith(s, s.arith_components(w)[0]))
+        bits = s.arith_components(w)[0]
+        return await s.open(await bit_to_arith(s, bits)), await s.open_binary(bits)
 
-    outs = run_protocol(scheme, {"w": words}, body)
-    # component 0's bit 0 is not the value's bit 0; check the result is a bit shared consistently
-    assert set(np.unique(opened(outs))) <= {0, 1}
+    arith, binary = opened(run_protocol(scheme, {"w": words}, body))
+    np.testing.assert_array_equal(arith, binary & np.uint64(1))
+    assert 0 < arith.sum() < arith.size
 
 
 def _plain_topk(scores: np.ndarray, k: int, largest: bool) -> list[int]:
@@ -118,20 +119,46 @@ def test_topk_rounds_do_not_grow_with_p_or_k(scheme: str) -> None:
 
 @pytest.mark.parametrize("bits", [(50, 33), (53, 35)])
 def test_topk_fraction_beyond_64_bit_products(scheme: str, bits: tuple[int, int]) -> None:
+    """Exercises both branches of the split test: |X| >= 2^d_bits (X decides) and small |X|,
+    where X = 0 or X has the opposite sign of the true difference and Y decides."""
     from fractions import Fraction
+
+    from mpcnet.ops.topk import wide_split
     rng = np.random.default_rng(bits[0])
     q_bits, d_bits = bits
-    den = rng.integers(1, 2**d_bits, 30, dtype=np.int64)
-    ratio = rng.integers(0, 2**(q_bits - d_bits), 30, dtype=np.int64)
-    num = den * ratio + rng.integers(0, 3, 30)  # near-ties differing far below 2^-64 relative
+    t = wide_split(q_bits, d_bits)
+    assert t is not None
+    n = 30
+    den = rng.integers(2**(d_bits - 2), 2**d_bits, n, dtype=np.int64)
+    num = rng.integers(2**(q_bits - 2), 2**q_bits, n, dtype=np.int64)
+    # equal high parts (X = 0): the order is decided by the low parts alone
+    num[1], den[1] = (num[0] >> t << t) + 5, den[0]
+    num[0] = (num[0] >> t << t) + 3
+    # X = 5 > 0 but the true difference is negative: Y must overrule X
+    num[3], den[3] = 5 << t, 2**(d_bits - 1)
+    num[4], den[4] = (5 << t) + (1 << t) - 1, 2**(d_bits - 1) + 1
     num[5], den[5] = num[9], den[9]  # an exact tie, won by the lower index
-    num[7], den[7] = 2 * num[2], 2 * den[2]  # an equal ratio written differently
-    num[0], den[0] = 2**q_bits - 1, 2**d_bits - 1  # range limits
+    num[7], den[7] = num[2] // 2 * 2, den[2] // 2 * 2  # nearly the same ratio
+    num[8], den[8] = 2**q_bits - 1, 2**d_bits - 1  # range limits
     k = 12
 
     async def body(s, q, d):  # type: ignore[no-untyped-def]
         return await s.open(await topk_fraction(s, q, d, k, bits))
 
-    t = opened(run_protocol(scheme, {"q": num, "d": den}, body))
+    assert int(num.max()) < 2**q_bits and int(den.max()) < 2**d_bits
+    branches = set()
+    for i in range(n):
+        for j in range(i + 1, n):
+            x = int(num[i] >> t) * int(den[j]) - int(num[j] >> t) * int(den[i])
+            diff = int(num[i]) * int(den[j]) - int(num[j]) * int(den[i])
+            if abs(x) < 2**d_bits and diff != 0 and (x == 0 or (x > 0) != (diff > 0)):
+                branches.add("zero" if x == 0 else "overruled")
+    assert branches == {"zero", "overruled"}
+    t_matrix = opened(run_protocol(scheme, {"q": num, "d": den}, body))
     ratios = [Fraction(int(a), int(b)) for a, b in zip(num, den, strict=True)]
-    assert _selected(t) == sorted(range(30), key=lambda j: (-ratios[j], j))[:k]
+    expected = sorted(range(n), key=lambda j: (-ratios[j], j))
+    assert _selected(t_matrix) == expected[:k]
+    # ranks of the crafted pairs are checked through a full selection (k = n - 1) too
+    k = n - 1
+    t_matrix = opened(run_protocol(scheme, {"q": num, "d": den}, body))
+    assert _selected(t_matrix) == expected[:k]

@@ -51,7 +51,7 @@ def test_msgini_toy_by_hand() -> None:
     assert all(type(q) is int and type(d) is int for q, d in zip(Q, D, strict=True))
     G = msgini_scores(TOY_X, TOY_Y, 3)
     assert G.tolist() == pytest.approx([8 / 3, 16 / 5, 4.0, 2.0], abs=0)
-    assert topk_fraction(Q, D, 4) == [3, 0, 1, 2]
+    assert topk_fraction(Q, D, 3) == [3, 0, 1]
 
 
 def test_split_is_strictly_above_the_mean() -> None:
@@ -177,7 +177,7 @@ def test_mutual_information() -> None:
 
 def test_topk_fraction_ties_go_to_lower_index() -> None:
     # 2/1 == 4/2 == 6/3: one exact tie of three features, then 1/1
-    assert topk_fraction([1, 2, 4, 6], [1, 1, 2, 3], 4) == [1, 2, 3, 0]
+    assert topk_fraction([1, 2, 4, 6], [1, 1, 2, 3], 3) == [1, 2, 3]
     assert topk_fraction([6, 4, 2, 1], [3, 2, 1, 1], 2) == [0, 1]
     with pytest.raises(ValueError, match="k = 5"):
         topk_fraction([1, 2], [1, 1], 5)

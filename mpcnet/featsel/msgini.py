@@ -14,15 +14,23 @@ The paper loops over features and rows. Here every step is one batch over the m 
 
 from __future__ import annotations
 
-import numpy as np
-
 from mpcnet.errors import InputError
+from mpcnet.fixedpoint import MAX_ROWS
 from mpcnet.ops.compare import ltz
 from mpcnet.ops.topk import fraction_bits, wide_split
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 
-MAX_ROWS = 1 << 22  # |S - m*x| <= 2*m*2^40 must stay below 2^63 (fixed-point values < 2^40)
-MAX_RANKED_ROWS = 370_727  # largest m with wide_split(*fraction_bits(m)) defined
+
+def _max_ranked_rows() -> int:
+    """The largest m whose MS-GINI fractions the 64-bit ring can still rank exactly."""
+    low, high = 2, MAX_ROWS
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if wide_split(*fraction_bits(mid)) is not None else (low, mid - 1)
+    return low
+
+
+MAX_RANKED_ROWS = _max_ranked_rows()  # 370,727
 
 
 async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shared, Shared]:
@@ -58,9 +66,3 @@ def check_exact_ranking(m: int) -> None:
     if wide_split(*fraction_bits(m)) is None:
         raise InputError(f"exact MS-GINI ranking in the 64-bit ring supports up to "
                          f"{MAX_RANKED_ROWS:,} rows; this dataset has {m:,}")
-
-
-def scores_from_fraction(m: int, q: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """The paper's scores G = m - Q/D from opened fractions (for tests and experiments)."""
-    q_signed, d_signed = q.astype(np.int64).astype(float), d.astype(np.int64).astype(float)
-    return m - q_signed / d_signed

@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from mpcnet.ops.convert import bit_to_arith, local_map
+from mpcnet.ops.convert import bit_to_arith, local_map, reduce_components
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 
 _VALUES_PER_WORD = 32  # after five packings, 32 values share one word
@@ -53,24 +53,6 @@ def _unpack_carries(final: np.ndarray, count: int) -> np.ndarray:
     return spread.reshape(final.shape[:-1] + (-1,))[..., :count]
 
 
-async def _carry_save(s: Scheme, a: Shared, b: Shared, c: Shared) -> tuple[Shared, Shared]:
-    """a + b + c == sum + carry (mod 2^64), with one AND round: maj = ((a^b) & (a^c)) ^ a."""
-    ab = s.xor(a, b)
-    maj = s.xor(await s.and_(ab, s.xor(a, c)), a)
-    return s.xor(ab, c), s.shift(maj, 1)
-
-
-async def _reduce_components(s: Scheme, comps: list[Shared]) -> tuple[Shared, Shared]:
-    """Binary sharings of words u, v with u + v equal to the sum of ``comps`` (mod 2^64)."""
-    while len(comps) > 2:
-        groups = len(comps) // 3
-        a, b, c = (concat(comps[i:3 * groups:3]) for i in range(3))
-        total, carry = await _carry_save(s, a, b, c)
-        shapes = [x.shape for x in comps[0:3 * groups:3]]
-        comps = split(total, shapes) + split(carry, shapes) + comps[3 * groups:]
-    return comps[0], comps[1]
-
-
 async def msb(s: Scheme, x: Shared) -> Shared:
     """Binary sharing (bit 0 of each word) of the top bit of x, i.e. [x < 0] in two's complement.
 
@@ -82,7 +64,7 @@ async def msb(s: Scheme, x: Shared) -> Shared:
     """
     count = x.size
     padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
-    u, v = await _reduce_components(s, s.arith_components(x.reshape(count)))
+    u, v = await reduce_components(s, s.arith_components(x.reshape(count)))
     top = local_map(s.xor(u, v), lambda d: d >> np.uint64(63))
 
     def shifted_padded(d: np.ndarray) -> np.ndarray:

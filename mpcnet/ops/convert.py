@@ -8,7 +8,7 @@ of pairwise folds costs ceil(log2 c) rounds for c components (2 for rep3 and rep
 Everything else here is built on that and on the scheme interface only:
 
 - ``a2b``: the additive components of x are binary sharings (``arith_components``); carry-save
-  adders reduce them to two words (``compare._reduce_components``) and a Kogge-Stone adder adds
+  adders reduce them to two words (``reduce_components``) and a Kogge-Stone adder adds
   those (ABY3 section 5.3; Kogge and Stone, IEEE Trans. Computers 1973): 7 AND rounds after
   the reduction, 8 in all for rep3 (104 bytes per value and party), 9 for rep4.
 - ``b2a``: bit decomposition, every bit of every word through one batched ``bit_to_arith``,
@@ -58,6 +58,25 @@ async def bit_to_arith(s: Scheme, bits: Shared) -> Shared:
     return comps[0]
 
 
+# -- carry-save reduction -------------------------------------------------------------------
+async def _carry_save(s: Scheme, a: Shared, b: Shared, c: Shared) -> tuple[Shared, Shared]:
+    """a + b + c == sum + carry (mod 2^64), with one AND round: maj = ((a^b) & (a^c)) ^ a."""
+    ab = s.xor(a, b)
+    maj = s.xor(await s.and_(ab, s.xor(a, c)), a)
+    return s.xor(ab, c), s.shift(maj, 1)
+
+
+async def reduce_components(s: Scheme, comps: list[Shared]) -> tuple[Shared, Shared]:
+    """Binary sharings of words u, v with u + v equal to the sum of ``comps`` (mod 2^64)."""
+    while len(comps) > 2:
+        groups = len(comps) // 3
+        a, b, c = (concat(comps[i:3 * groups:3]) for i in range(3))
+        total, carry = await _carry_save(s, a, b, c)
+        shapes = [x.shape for x in comps[0:3 * groups:3]]
+        comps = split(total, shapes) + split(carry, shapes) + comps[3 * groups:]
+    return comps[0], comps[1]
+
+
 # -- binary addition and A2B -----------------------------------------------------------------
 async def add_binary(s: Scheme, u: Shared, v: Shared) -> Shared:
     """Binary sharing of u + v (mod 2^64) for binary sharings u, v of the same shape.
@@ -84,9 +103,7 @@ async def add_binary(s: Scheme, u: Shared, v: Shared) -> Shared:
 
 async def a2b(s: Scheme, x: Shared) -> Shared:
     """Binary (bit-sliced) sharing of the arithmetic sharing x: all 64 bits (ABY3 5.3)."""
-    from mpcnet.ops.compare import _reduce_components  # compare imports this module
-
-    u, v = await _reduce_components(s, s.arith_components(x))
+    u, v = await reduce_components(s, s.arith_components(x))
     return await add_binary(s, u, v)
 
 
@@ -119,10 +136,8 @@ async def b2a_masked(s: Scheme, words: Shared) -> Shared:
     uniformly random, is opened. Rounds: reduction (2 for rep3) + 7 + 1 open; per word about
     15 ANDed words and one opened word, against 128 products for ``b2a`` under rep3.
     """
-    from mpcnet.ops.compare import _reduce_components  # compare imports this module
-
     r = s.random(words.shape)
-    u, v = await _reduce_components(s, s.arith_components(s.neg(r)) + [words])
+    u, v = await reduce_components(s, s.arith_components(s.neg(r)) + [words])
     masked = await s.open_binary(await add_binary(s, u, v))
     return s.add_public(r, masked)
 

@@ -10,17 +10,15 @@ Matrix products reshare only the result (ABY3, Mohassel and Rindal, CCS 2018, se
 
 from __future__ import annotations
 
-import secrets
-
 import numpy as np
 
-from mpcnet.errors import CheatingDetected
+from mpcnet import ring
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import PRF
-from mpcnet import ring
 from mpcnet.ring import to_ring
 from mpcnet.schemes.base import Public, Scheme, Shared
 from mpcnet.schemes.keys import pairwise_prfs
+from mpcnet.schemes.replicated import combine, random_words
 
 U64 = np.uint64
 
@@ -28,33 +26,16 @@ U64 = np.uint64
 def share(values: np.ndarray) -> list[np.ndarray]:
     """Client side: replicated shares of a uint64 array, one (2, *shape) array per party."""
     values = np.asarray(values, dtype=U64)
-    x0 = _random_words(values.shape)
-    x1 = _random_words(values.shape)
+    x0 = random_words(values.shape)
+    x1 = random_words(values.shape)
     comps = [x0, x1, values - x0 - x1]
     return [np.stack([comps[i], comps[(i + 1) % 3]]) for i in range(3)]
 
 
 def reconstruct(shares: dict[int, np.ndarray], binary: bool = False) -> np.ndarray:
-    """Client side: the value behind the parties' shares, checking that every component held
-    by two parties was reported identically by both (raises ``CheatingDetected`` otherwise)."""
-    comps: dict[int, np.ndarray] = {}
-    for party, data in shares.items():
-        for offset in (0, 1):
-            j = (party + offset) % 3
-            if j in comps and not np.array_equal(comps[j], data[offset]):
-                raise CheatingDetected("result consistency",
-                                       f"component {j} differs between two servers")
-            comps[j] = data[offset]
-    if len(comps) != 3:
-        raise ValueError("reconstruction needs the shares of at least two of the three servers")
-    if binary:
-        return comps[0] ^ comps[1] ^ comps[2]
-    return comps[0] + comps[1] + comps[2]
-
-
-def _random_words(shape: tuple[int, ...]) -> np.ndarray:
-    return np.frombuffer(secrets.token_bytes(8 * int(np.prod(shape, dtype=np.int64))),
-                         dtype=U64).reshape(shape).copy()
+    """Client side: the value behind the parties' shares, checking that every component, held
+    by two parties, was reported identically by both (so all three servers must answer)."""
+    return combine(shares, lambda party: (party, (party + 1) % 3), 3, binary)
 
 
 class Rep3(Scheme):

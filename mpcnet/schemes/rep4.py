@@ -45,7 +45,6 @@ different contributions is caught (``CheatingDetected("key agreement")``).
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -56,6 +55,7 @@ from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import KEY_BYTES, PRF, random_key
 from mpcnet.schemes.base import Public, Scheme, Shared
+from mpcnet.schemes.replicated import combine, random_words
 
 U64 = np.uint64
 N_PARTIES = 4
@@ -110,17 +110,12 @@ _OPEN_HASHER = 2
 
 
 # -- client side ---------------------------------------------------------------------------
-def _random_words(shape: tuple[int, ...]) -> np.ndarray:
-    count = int(np.prod(shape, dtype=np.int64))
-    return np.frombuffer(secrets.token_bytes(8 * count), dtype=U64).reshape(shape).copy()
-
-
 def share(values: np.ndarray, binary: bool = False) -> list[np.ndarray]:
     """Client side: Fantastic Four shares of a uint64 array, one (3, *shape) array per party.
 
     Three components are uniformly random (OS CSPRNG); the fourth completes the sum (or XOR)."""
     values = np.asarray(values, dtype=U64)
-    comps = [_random_words(values.shape) for _ in range(3)]
+    comps = [random_words(values.shape) for _ in range(3)]
     if binary:
         comps.append(values ^ comps[0] ^ comps[1] ^ comps[2])
     else:
@@ -129,24 +124,9 @@ def share(values: np.ndarray, binary: bool = False) -> list[np.ndarray]:
 
 
 def reconstruct(shares: dict[int, np.ndarray], binary: bool = False) -> np.ndarray:
-    """Client side: the value behind the parties' shares.
-
-    Every component reported by several servers must be identical (raises
-    ``CheatingDetected("result consistency")`` otherwise). Two servers cover all four
-    components; with three or four every component is reported at least twice, so a single
-    cheating server is always caught."""
-    comps: dict[int, np.ndarray] = {}
-    for party, data in shares.items():
-        for k, c in enumerate(held(party)):
-            if c in comps and not np.array_equal(comps[c], data[k]):
-                raise CheatingDetected("result consistency",
-                                       f"component {c} differs between two servers")
-            comps[c] = data[k]
-    if len(comps) != 4:
-        raise ValueError("reconstruction needs the shares of at least two of the four servers")
-    if binary:
-        return comps[0] ^ comps[1] ^ comps[2] ^ comps[3]
-    return comps[0] + comps[1] + comps[2] + comps[3]
+    """Client side: the value behind the parties' shares, every component checked between
+    two servers (so at least three of the four servers must answer)."""
+    return combine(shares, held, 4, binary)
 
 
 # -- test-only fault injection -------------------------------------------------------------

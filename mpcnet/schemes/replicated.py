@@ -1,0 +1,47 @@
+"""Layer: schemes. Client-side helpers shared by the replicated schemes (rep3, rep4).
+
+In replicated sharing every additive component is held by several servers, so the client can
+both reconstruct a value and check it: a component reported differently by two servers means
+one of them deviated. Requiring every component from at least two servers makes that check
+cover every component (Araki et al. 2016 for 3PC; Dalskov et al. 2021 for 4PC).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from functools import reduce
+
+import numpy as np
+
+from mpcnet.errors import CheatingDetected
+
+U64 = np.uint64
+
+
+def random_words(shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform uint64 words from the operating system's cryptographic generator."""
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(secrets.token_bytes(8 * count), dtype=U64).reshape(shape).copy()
+
+
+def combine(shares: dict[int, np.ndarray], held: Callable[[int], Sequence[int]],
+            n_components: int, binary: bool = False) -> np.ndarray:
+    """The value behind the servers' shares (``held(party)`` lists the components in the order
+    of the party's share array). Raises ``CheatingDetected`` if two servers report a component
+    differently, and ``ValueError`` unless every component is reported by two servers."""
+    comps: dict[int, np.ndarray] = {}
+    reports = dict.fromkeys(range(n_components), 0)
+    for party, data in shares.items():
+        for slot, c in enumerate(held(party)):
+            if c in comps and not np.array_equal(comps[c], data[slot]):
+                raise CheatingDetected("result consistency",
+                                       f"component {c} differs between two servers")
+            comps[c] = data[slot]
+            reports[c] += 1
+    if min(reports.values()) < 2:
+        raise ValueError(f"reconstruction needs every component from two servers, so that "
+                         f"they can be checked against each other; got servers "
+                         f"{sorted(shares)} of {n_components}")
+    parts = [comps[c] for c in range(n_components)]
+    return reduce(np.bitwise_xor, parts) if binary else reduce(np.add, parts)
