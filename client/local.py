@@ -88,6 +88,11 @@ class LocalCluster:
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
+    def server_argv(self, name: str) -> list[str]:
+        """The command that runs server ``name`` (before its options); tests override it to
+        start servers with fault-injection hooks."""
+        return [sys.executable, "-m", "parties.main"]
+
     def start(self, names: list[str] | None = None, wait: float = 20.0) -> None:
         """Start servers (all by default) and wait until each is listening."""
         names = names or [s.name for s in self.dep.servers]
@@ -98,7 +103,7 @@ class LocalCluster:
             self.logs[name] = log_path
             with open(log_path, "ab") as log:
                 self.procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", "parties.main", "--config", str(self.config_path),
+                    [*self.server_argv(name), "--config", str(self.config_path),
                      "--name", name, "--ready-file", str(ready)],
                     stdout=log, stderr=subprocess.STDOUT, env=self._env())
         deadline = time.monotonic() + wait

@@ -167,7 +167,7 @@ class Client:
                 return {"server": s.name, "address": s.address, "reachable": True,
                         "version": r.get("version"), "mesh": r.get("mesh", {}),
                         "mesh_ok": ok, "running": r.get("running", []),
-                        "queued": r.get("queued", 0)}
+                        "queued": r.get("queued", 0), "load": r.get("load", {})}
             except MPCError as exc:
                 return {"server": s.name, "address": s.address, "reachable": False,
                         "error": str(exc), "mesh_ok": False}
@@ -186,9 +186,6 @@ class Client:
                     drop: tuple[str, ...] = (), security: str | None = None,
                     table: Any = None) -> ShareSummary:
         """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``."""
-        from mpcnet.dataset import EncodingOptions, class_codes, one_hot, read_csv
-        from mpcnet.fixedpoint import auto_exponents, encode
-        from mpcnet.ring import to_ring
         from mpcnet.schemes import registry
 
         t0 = time.perf_counter()
@@ -202,12 +199,49 @@ class Client:
             raise InputError(f"{security} needs {n} servers; the deployment has "
                              f"{len(self.dep.servers)}")
         sessions = await self.sessions_for(list(self.dep.servers[:n]))
+        given = table
+        for attempt in (1, 2):
+            view = await self._view(sessions, dataset)
+            meta, arrays_by_party = await self._encode(
+                path, dataset, view, label=label, layout=layout, sharing=sharing, info=info,
+                categorical=categorical, missing=missing, drop=drop, table=given)
+            try:
+                await self._upload_all(sessions, meta, arrays_by_party)
+            except InputError:
+                # Two owners who start the same dataset at once both encode with their own
+                # schema; the coordinator commits one first and refuses the other. Encode
+                # again once with the schema that won (a real mismatch fails again).
+                if attempt == 1 and await self._view(sessions[:1], dataset) != view:
+                    continue
+                raise
+            break
+        fixed = view is not None and view["layout"] == "rows"
+        nbytes = sum(a.nbytes for a in arrays_by_party[0].values())
+        total = (view["rows"] + meta["rows"]) if fixed and view else meta["rows"]
+        return ShareSummary(dataset, meta["rows"], len(meta["columns"]), meta["label"],
+                            total if layout == "rows" else meta["rows"],
+                            time.perf_counter() - t0, nbytes)
+
+    @staticmethod
+    async def _view(sessions: list[ServerSession], dataset: str) -> dict[str, Any] | None:
+        """The dataset as the servers describe it (``schema``), checked equal on all of them."""
         views = [(await s.request("schema", dataset=dataset))["manifest"] for s in sessions]
         digests = {None if v is None else v["digest"] for v in views}
         if len(digests) > 1:
             raise InputError(f"dataset {dataset!r}: the servers disagree about it (an earlier "
                              "upload did not complete everywhere); use a new dataset name")
-        view = views[0]
+        return views[0]  # type: ignore[no-any-return]
+
+    async def _encode(self, path: str | Path, dataset: str, view: dict[str, Any] | None, *,
+                      label: str | None, layout: str, sharing: str, info: Any,
+                      categorical: str, missing: str, drop: tuple[str, ...], table: Any
+                      ) -> tuple[dict[str, Any], list[dict[str, np.ndarray]]]:
+        """Read and check the file against ``view``, encode and share it: the description of
+        the upload and each server's share arrays."""
+        from mpcnet.dataset import EncodingOptions, class_codes, one_hot, read_csv
+        from mpcnet.fixedpoint import auto_exponents, encode
+        from mpcnet.ring import to_ring
+
         schema = view["schema"] if view else None
         fixed = view is not None and view["layout"] == "rows"
         known = dict(schema["categories"]) if fixed and schema else {}
@@ -226,7 +260,10 @@ class Client:
         classes = codes = None
         if table.labels is not None:
             agreed = schema["classes"] if fixed and schema else None
-            classes, codes = class_codes(table.labels, agreed)
+            try:
+                classes, codes = class_codes(table.labels, agreed)
+            except MPCError as exc:  # it names the row; say which file
+                raise InputError(f"{path}: {exc}") from None
         meta = catalog.contribution_meta(
             dataset=dataset, upload_id=uuid.uuid4().hex[:12], layout=layout, sharing=sharing,
             rows=table.values.shape[0], columns=columns,
@@ -237,18 +274,16 @@ class Client:
             meta["exponents"] = [0] * len(columns)
         catalog.check_against(view, meta, self.identity)
         assert exps is not None
-        values = to_ring(encode(table.values, exps, columns))
+        try:
+            values = to_ring(encode(table.values, exps, columns))
+        except MPCError as exc:  # a RangeError names the row and column; say which file
+            raise type(exc)(f"{path}: {exc}") from None
         arrays_by_party: list[dict[str, np.ndarray]] = [
             {"data": d} for d in info.share(values)]
         if codes is not None and classes is not None:
             for party, lab in enumerate(info.share(one_hot(codes, len(classes)))):
                 arrays_by_party[party]["labels"] = lab
-        await self._upload_all(sessions, meta, arrays_by_party)
-        nbytes = sum(a.nbytes for a in arrays_by_party[0].values())
-        total = (view["rows"] + meta["rows"]) if fixed and view else meta["rows"]
-        return ShareSummary(dataset, meta["rows"], len(columns), meta["label"],
-                            total if layout == "rows" else meta["rows"],
-                            time.perf_counter() - t0, nbytes)
+        return meta, arrays_by_party
 
     async def _upload_all(self, sessions: list[ServerSession], meta: dict[str, Any],
                           arrays_by_party: list[dict[str, np.ndarray]]) -> None:

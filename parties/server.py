@@ -206,7 +206,7 @@ class PartyServer:
 
     # -- connections -----------------------------------------------------------------------
     def _protocol(self) -> FrameProtocol:
-        proto = FrameProtocol(self.dep.max_frame_bytes, "incoming connection")
+        proto = FrameProtocol(0, "incoming connection")  # no array before the hello
         self._spawn(self._handle(proto))
         return proto
 
@@ -224,13 +224,23 @@ class PartyServer:
             names = conn.cert_names()
             if header.get("k") != "hello":
                 raise PeerError(f"{conn.label}: expected a hello, got {header.get('k')!r}")
+            conn.set_max_body(self.dep.max_frame_bytes)  # the other end waits for our answer
             if header.get("as") == "peer":
                 await self._peer(conn, header, names)
             else:
                 await self._client(conn, header, names)
+        except HandshakeError as exc:
+            if conn.closed:  # TLS refused the certificate
+                log.info("%s: %s", conn.label, exc)
+            else:  # a certificate that does not match the identity claimed: say so
+                log.warning("%s refused: %s", conn.label, exc)
+                with contextlib.suppress(PeerError):
+                    conn.send(error_frame(exc))
+            conn.close()
         except (PeerError, TimeoutError) as exc:
             if not conn.closed or not str(exc).endswith("(see its log)"):
-                log.info("%s: %s", conn.label, exc or "handshake timed out")
+                log.info("%s: %s", conn.label, str(exc) or f"no TLS session within "
+                         f"{self.t.handshake} s (the handshake failed or timed out)")
             conn.close()
         except MPCError as exc:
             log.warning("%s refused: %s", conn.label, exc)
@@ -252,6 +262,10 @@ class PartyServer:
         if not isinstance(frm, str) or frm not in names or not self.dep.is_server(frm):
             raise HandshakeError(f"{conn.label}: certificate {names[:1]} does not belong to a "
                                  f"server of this deployment (claimed {frm!r})")
+        if not conn.cert_serves():
+            raise HandshakeError(f"{conn.label}: the certificate named {frm!r} is a client "
+                                 "certificate (no TLS server usage); only the deployment's "
+                                 "servers, with certificates from mpc-certs, join jobs")
         peer = self.dep.party(frm)
         conn.set_label(describe(frm, conn.address.rsplit(":", 1)[0],
                                 self.dep.server(frm).port))
@@ -287,13 +301,24 @@ class PartyServer:
         return self._inbound[key]
 
     async def _expire(self, job_id: str, peer: int) -> None:
-        """Drop a parked mesh connection nobody claimed in time."""
+        """Drop a parked mesh connection nobody claimed in time: a job claims its connections
+        as it joins its mesh (and then removes them from ``_inbound``), so one still parked
+        here belongs to a job that failed before joining or that this server never ran."""
         await asyncio.sleep(self.t.connect + self.t.handshake)
         fut = self._inbound.pop((job_id, peer), None)
         if fut is not None and fut.done() and not fut.cancelled():
             conn = fut.result()
-            if self.jobs.get(job_id) is None:
-                conn.close()
+            if not conn.closed:
+                log.info("%s: dropping its unclaimed connection for job %s", conn.label, job_id)
+            conn.close()
+
+    def load(self) -> dict[str, int]:
+        """Open connections, live tasks, parked mesh connections and resident memory: what a
+        failed job or a hostile client could leak (``status`` reports it)."""
+        import psutil
+
+        return {"connections": self._open, "tasks": len(self._tasks),
+                "parked": len(self._inbound), "rss": psutil.Process().memory_info().rss}
 
     async def _dial_peer(self, peer: int, hello: dict[str, Any]) -> FrameProtocol:
         s = self.dep.servers[peer]
@@ -514,7 +539,8 @@ class PartyServer:
                                      for p, (a, b) in channel.bytes_by_peer().items()})
             self._finish(job, None)
         except (MPCError, OSError) as exc:
-            channel.abort(f"{self.name}: {exc}")
+            channel.abort(f"{self.name}: {exc}",
+                          exc.check if isinstance(exc, CheatingDetected) else None)
             self._finish(job, exc, engine, start)
         except Exception as exc:  # noqa: BLE001 - report, never crash the server
             log.error("job %s: internal error:\n%s", job.id, traceback.format_exc())
@@ -634,7 +660,7 @@ class _Session:
         running = [j.id for j in self.s.jobs.values() if j.state == "running"]
         return {"server": self.s.name, "party": self.s.party, "version": __version__,
                 "mesh": mesh, "coordinator": self.s.is_coordinator, "running": running,
-                "queued": self.s.queue.qsize(), "pid": os.getpid()}
+                "queued": self.s.queue.qsize(), "pid": os.getpid(), "load": self.s.load()}
 
     async def op_datasets(self, h: dict[str, Any]) -> dict[str, Any]:
         out = []
@@ -718,8 +744,13 @@ class _Session:
                                      f"got {arr.dtype} {arr.shape}")
                 files[part] = await asyncio.to_thread(
                     _write_share, folder, f"{upload_id}.{part}.npy", arr)
-        except BaseException:
+        except BaseException as exc:
             self.s.storage.discard(folder)
+            if isinstance(exc, PeerError) and not self.conn.closed:
+                # it stopped mid-upload, maybe inside a frame: say why, then end the session
+                with contextlib.suppress(PeerError):
+                    self.conn.send(error_frame(exc))
+                self.conn.close()
             raise
         self.staged[upload_id] = _Staged(entry, folder, files, meta["layout"], sharing)
         log.info("upload %s by %s to %s staged: %d rows x %d columns%s", upload_id, self.name,

@@ -188,6 +188,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.label = label
         self._decoder.peer = label
 
+    def set_max_body(self, max_body: int) -> None:
+        """Largest body accepted from now on (a server accepts none before the hello, so a
+        connection that has not said who it is cannot make it allocate a large buffer)."""
+        self._decoder.max_body = max_body
+
     def cert_names(self) -> list[str]:
         """Common name and DNS subject-alternative names of the peer's certificate."""
         assert self.transport is not None
@@ -195,6 +200,25 @@ class FrameProtocol(asyncio.BufferedProtocol):
         names = [v for rdn in cert.get("subject", ()) for (k, v) in rdn if k == "commonName"]
         names += [v for (k, v) in cert.get("subjectAltName", ()) if k == "DNS"]
         return names
+
+    def cert_serves(self) -> bool:
+        """Whether the peer's certificate may act as a TLS server (extended key usage
+        serverAuth, or no usage restriction). ``mpc-certs`` gives it to servers only, so a
+        client's certificate cannot pass for a server even if its name were a server's."""
+        from cryptography import x509
+        from cryptography.x509.oid import ExtendedKeyUsageOID
+
+        assert self.transport is not None
+        obj = self.transport.get_extra_info("ssl_object")
+        der = obj.getpeercert(binary_form=True) if obj is not None else None
+        if not der:
+            return False
+        try:
+            usage = x509.load_der_x509_certificate(der).extensions.get_extension_for_class(
+                x509.ExtendedKeyUsage).value
+        except x509.ExtensionNotFound:
+            return True
+        return ExtendedKeyUsageOID.SERVER_AUTH in usage
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -314,6 +338,15 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._paused = False
             self.transport.resume_reading()
         return frame
+
+    def queued(self, kind: str) -> dict[str, Any] | None:
+        """The header of the first received, not yet read frame of ``kind``, if any (a peer
+        that stops a job sends its reason and closes: the reason may wait behind a send that
+        already failed)."""
+        for header, _ in self._frames:
+            if header.get("k") == kind:
+                return header
+        return None
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():

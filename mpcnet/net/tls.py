@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from mpcnet.errors import ConfigError, HandshakeError, PeerError
+from mpcnet.errors import CheatingDetected, ConfigError, HandshakeError, MPCError, PeerError
 from mpcnet.net.channel import Channel
 from mpcnet.net.framing import FrameProtocol
 
@@ -132,28 +132,47 @@ class TLSChannel(Channel):
         self.recv_timeout: float | None = None  # set below the engine's to name a silent peer
 
     async def send(self, peer: int, payload: np.ndarray) -> None:
-        self.conns[peer].send({"k": "a", "j": self.job}, payload)
+        conn = self.conns[peer]
+        try:
+            conn.send({"k": "a", "j": self.job}, payload)
+        except PeerError:
+            stop = conn.queued("err")
+            if stop is not None:  # it stopped the job and said why before closing
+                raise self._stopped(conn, stop) from None
+            raise
 
     async def recv(self, peer: int) -> np.ndarray:
         conn = self.conns[peer]
         header, array = await conn.recv(self.recv_timeout)
         if header.get("k") != "a" or header.get("j") != self.job or array is None:
             if header.get("k") == "err":
-                raise PeerError(f"{conn.label} stopped job {self.job}: {header.get('msg')}")
+                raise self._stopped(conn, header)
             raise PeerError(f"{conn.label} sent an unexpected {header.get('k')!r} frame during "
                             f"job {self.job}")
         return array
+
+    def _stopped(self, conn: FrameProtocol, header: dict[str, Any]) -> MPCError:
+        """The error a peer's stop frame reports: ``CheatingDetected`` with the check it names
+        (so every honest server records the check, whichever server detected it), else
+        ``PeerError``."""
+        reason = f"{conn.label} stopped job {self.job}: {header.get('msg')}"
+        check = header.get("check")
+        if isinstance(check, str) and check:
+            return CheatingDetected(check, f"reported by {reason}")
+        return PeerError(reason)
 
     def bytes_by_peer(self) -> dict[int, tuple[int, int]]:
         """(sent, received) bytes on the wire per peer, framing included."""
         return {p: (c.bytes_sent, c.bytes_recv) for p, c in self.conns.items()}
 
-    def abort(self, reason: str) -> None:
-        """Tell every peer the job stops here and drop the connections."""
+    def abort(self, reason: str, check: str | None = None) -> None:
+        """Tell every peer the job stops here (and which active-security check failed, if
+        one did) and drop the connections."""
+        frame = {"k": "err", "j": self.job, "msg": reason} | ({"check": check} if check else {})
         for conn in self.conns.values():
             if not conn.closed:
                 try:
-                    conn.send({"k": "err", "j": self.job, "msg": reason})
+                    conn.send(frame)
                 except PeerError:
                     pass
                 conn.close()

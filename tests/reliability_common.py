@@ -1,0 +1,242 @@
+"""Helpers of the reliability suite (tests/test_reliability_*.py): clusters with short timeouts
+and fault hooks, small LSVT slices, plaintext references, storage snapshots, summary lines.
+
+Every server is a real ``mpc-party`` process on 127.0.0.1 started and stopped by PID
+(``LocalCluster``); ``FaultCluster`` starts them through ``tests/reliability_launcher.py``,
+whose hooks a test switches on by writing a control file.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from client.local import CLIENTS, LocalCluster, write_config
+from client.session import Client, reconstruct
+from mpcnet.net.tls import run
+
+ROOT = Path(__file__).resolve().parents[1]
+LSVT = ROOT / "data" / "lsvt_126x310.csv"
+LAUNCHER = Path(__file__).resolve().parent / "reliability_launcher.py"
+
+# short, configured bounds: every wait in the suite is one of these (deployment file)
+TIMEOUTS = {"connect_timeout": 2.0, "handshake_timeout": 2.0, "round_timeout": 3.0,
+            "request_timeout": 6.0, "probe_timeout": 1.0}
+
+
+# -- data ------------------------------------------------------------------------------------
+def lsvt_slice(out: Path, rows: slice, cols: list[int], label: bool = True) -> Path:
+    """Rows and feature columns of the bundled LSVT file (and its label) as a CSV file."""
+    with open(LSVT, newline="") as f:
+        data = list(csv.reader(f))
+    head, body = data[0], data[1:]
+    li = head.index("label")
+    keep = cols + ([li] if label else [])
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([head[c] for c in keep])
+        w.writerows([r[c] for c in keep] for r in body[rows])
+    return out
+
+
+def plaintext(parts: list[Path], k: int) -> np.ndarray:
+    """D' in the clear for the rows of ``parts`` stacked in order, encoded with the exponents
+    and classes of the first part (what the first owner fixes), by ``mpcnet.plain``."""
+    from client.demo import plaintext_reference
+    from mpcnet.dataset import Table, class_codes, read_csv
+    from mpcnet.fixedpoint import auto_exponents
+
+    tables = [read_csv(p, label="label") for p in parts]
+    first = tables[0]
+    labels = [t.labels for t in tables if t.labels is not None]
+    classes, _ = class_codes(labels[0])
+    whole = Table(columns=first.columns, values=np.vstack([t.values for t in tables]),
+                  labels=np.concatenate(labels), categories={})
+    return plaintext_reference(whole, auto_exponents(first.values), classes, k)
+
+
+def read_reduced(path: Path) -> np.ndarray:
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    return np.array(rows[1:], dtype=np.float64)
+
+
+# -- clusters --------------------------------------------------------------------------------
+class FaultCluster(LocalCluster):
+    """A local deployment whose servers run with the test-only fault hooks."""
+
+    def server_argv(self, name: str) -> list[str]:
+        return [sys.executable, str(LAUNCHER), str(self.control(name))]
+
+    def control(self, name: str) -> Path:
+        return self.folder / f"faults-{name}.json"
+
+    def faults(self, name: str, **hooks: Any) -> None:
+        """Switch hooks of server ``name`` on (see the launcher); none: switch all off."""
+        for old in self.folder.glob(f"faults-{name}.json.hit-*"):
+            old.unlink()
+        path = self.control(name)
+        if hooks:
+            path.write_text(json.dumps(hooks))
+        else:
+            path.unlink(missing_ok=True)
+
+    def wait_hit(self, name: str, hook: str, timeout: float = 15.0) -> None:
+        marker = self.folder / f"faults-{name}.json.hit-{hook}"
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            assert time.monotonic() < deadline, f"{name} never reached hook {hook}"
+            time.sleep(0.01)
+
+
+def make_config(folder: Path, extra_clients: tuple[tuple[str, str], ...] = (),
+                timeouts: dict[str, float] | None = None) -> Path:
+    return write_config(folder, 3, timeouts=TIMEOUTS | (timeouts or {}),
+                        clients=CLIENTS + extra_clients)
+
+
+def alive(cluster: LocalCluster) -> bool:
+    return all(p.poll() is None for p in cluster.procs.values())
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}\n{result.stdout}"
+    return result.stdout
+
+
+def refused(result: subprocess.CompletedProcess[str], code: int | None = None) -> str:
+    """The one-line reason of a failed command (asserts non-zero exit and a single line)."""
+    assert result.returncode != 0, f"expected a failure, got: {result.stdout}"
+    if code is not None:
+        assert result.returncode == code, f"exit {result.returncode}: {result.stderr}"
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.stderr, result.stderr
+    # before the reason, ``select`` may print its progress lines ("job ID: phase...")
+    assert lines and lines[-1].startswith("mpc-client: "), result.stderr
+    assert all(line.startswith("job ") for line in lines[:-1]), result.stderr
+    return lines[-1]
+
+
+# -- in-process client (fast checks) ----------------------------------------------------------
+def call(cluster: LocalCluster, identity: str, fn: Callable[[Client], Any]) -> Any:
+    async def main() -> Any:
+        cl = Client(cluster.dep, identity)
+        try:
+            return await fn(cl)
+        finally:
+            cl.close()
+    return run(main())
+
+
+def listing(cluster: LocalCluster, op: str, identity: str = "analyst") -> dict[str, Any]:
+    return call(cluster, identity, lambda cl: cl.listing(op))  # type: ignore[no-any-return]
+
+
+def listing_on(cluster: LocalCluster, names: list[str], op: str) -> dict[str, Any]:
+    """``op`` (datasets, results, jobs) as answered by the servers in ``names`` only."""
+    async def go(cl: Client) -> dict[str, Any]:
+        return {s.name: (await (await cl.session(s)).request(op))[op]
+                for s in cluster.dep.servers if s.name in names}
+    return call(cluster, "analyst", go)  # type: ignore[no-any-return]
+
+
+def healthy(cluster: LocalCluster) -> bool:
+    rows = call(cluster, "analyst", lambda cl: cl.status())
+    return all(r["reachable"] and r["mesh_ok"] for r in rows)
+
+
+def fetch_values(cluster: LocalCluster, result: str) -> np.ndarray:
+    async def go(cl: Client) -> np.ndarray:
+        return reconstruct(await cl.fetch(result))
+    return call(cluster, "analyst", go)  # type: ignore[no-any-return]
+
+
+# -- storage ---------------------------------------------------------------------------------
+def snapshot(cluster: LocalCluster) -> dict[str, dict[str, str]]:
+    """Every stored file of every server (datasets/, results/) with its SHA-256, and what is
+    in staging/ (which must be empty whenever no upload or job is in flight)."""
+    out: dict[str, dict[str, str]] = {}
+    for s in cluster.dep.servers:
+        files: dict[str, str] = {}
+        for kind in ("datasets", "results"):
+            root = s.data_dir / kind
+            for f in sorted(root.rglob("*")) if root.exists() else []:
+                if f.is_file():
+                    files[str(f.relative_to(s.data_dir))] = hashlib.sha256(
+                        f.read_bytes()).hexdigest()
+        staging = s.data_dir / "staging"
+        for f in sorted(staging.iterdir()) if staging.exists() else []:
+            files[f"staging/{f.name}"] = "in staging"
+        out[s.name] = files
+    return out
+
+
+def rss(cluster: LocalCluster, name: str) -> int:
+    import psutil
+    return int(psutil.Process(cluster.pid(name)).memory_info().rss)
+
+
+# -- summary lines ----------------------------------------------------------------------------
+def report(request: pytest.FixtureRequest, line: str) -> None:
+    """Print a summary line even when output is captured, e.g. ``faults: 5/5 phases ...``."""
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        with capman.global_and_fixture_disabled():
+            print(f"\n[reliability] {line}", flush=True)
+    else:
+        print(f"[reliability] {line}")
+
+
+# -- processes ---------------------------------------------------------------------------------
+def start_cli(cluster: LocalCluster, identity: str, *args: str) -> subprocess.Popen[str]:
+    """``mpc-client`` in the background (the test acts while it runs)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "client.main", "--config", str(cluster.config_path), "--as",
+         identity, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=cluster._env())
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60.0
+           ) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"mpc-client did not finish within {timeout} s: {err}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def job_records(cluster: LocalCluster, names: list[str], result: str) -> dict[str, Any]:
+    """The latest record of the job computing ``result`` on each server in ``names``."""
+    async def go(cl: Client) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for s in cluster.dep.servers:
+            if s.name in names:
+                jobs = (await (await cl.session(s)).request("jobs"))["jobs"]
+                mine = [j for j in jobs if j["result"] == result]
+                out[s.name] = mine[-1] if mine else None
+        return out
+    return call(cluster, "analyst", go)  # type: ignore[no-any-return]
+
+
+def wait_jobs_ended(cluster: LocalCluster, names: list[str], result: str,
+                    timeout: float = 15.0) -> dict[str, Any]:
+    """Poll until the job computing ``result`` has ended on every server in ``names``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = job_records(cluster, names, result)
+        if all(r is not None and r["state"] in ("done", "failed") for r in recs.values()):
+            return recs
+        assert time.monotonic() < deadline, f"job for {result} still not ended: {recs}"
+        time.sleep(0.05)

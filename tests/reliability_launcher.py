@@ -1,0 +1,104 @@
+"""Test-only launcher: an ``mpc-party`` server with fault-injection hooks (reliability suite).
+
+    python tests/reliability_launcher.py CONTROL.json --config deploy.toml --name bob ...
+
+Everything after the control file goes to ``parties.main``. The hooks read ``CONTROL.json`` each
+time they run (no file: no fault), so a test switches faults on and off without restarting the
+server. Keys (all optional):
+
+- ``delay_phase``: {phase: seconds} sleep once, before the first round of that protocol phase
+  of every job (keeps the whole mesh in the phase so the test can act there);
+- ``fail_phase``: {phase: message} abort every job at the first round of that phase, as a
+  server that hits an error would (the job fails on every server; the server stays up);
+- ``delay_upload``, ``delay_commit``, ``delay_fetch``, ``delay_follow``: seconds to sleep while
+  storing an uploaded share, before committing an upload, before sending a result's shares,
+  before joining a job's mesh.
+
+When a hook fires it touches ``CONTROL.json.hit-<hook>`` so the test knows where the server is.
+Nothing here is used outside the tests; the product has no such hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mpcnet.errors import MPCError  # noqa: E402
+from mpcnet.net.engine import RoundEngine  # noqa: E402
+
+CONTROL = Path(sys.argv[1])
+
+
+def control() -> dict[str, Any]:
+    try:
+        return json.loads(CONTROL.read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
+
+
+def hit(what: str) -> None:
+    CONTROL.with_name(f"{CONTROL.name}.hit-{what}").touch()
+
+
+_exchange = RoundEngine.exchange
+
+
+async def exchange(self: RoundEngine, sends: Any, recv_from: Any) -> Any:
+    c = control()
+    phase = self.current_phase
+    seen: set[str] = self.__dict__.setdefault("_faults_seen", set())
+    if phase not in seen:
+        seen.add(phase)
+        if phase in c.get("fail_phase", {}):
+            hit(f"fail-{phase}")
+            raise MPCError(f"injected fault in phase {phase}: {c['fail_phase'][phase]}")
+        if phase in c.get("delay_phase", {}):
+            hit(f"phase-{phase}")
+            await asyncio.sleep(float(c["delay_phase"][phase]))
+    return await _exchange(self, sends, recv_from)
+
+
+def install() -> None:
+    from parties import server
+
+    RoundEngine.exchange = exchange  # type: ignore[method-assign]
+
+    write_share = server._write_share
+
+    def slow_write(folder: Path, filename: str, arr: Any) -> Any:
+        delay = control().get("delay_upload")
+        if delay:
+            hit("upload")
+            time.sleep(float(delay))
+        return write_share(folder, filename, arr)
+
+    server._write_share = slow_write  # type: ignore[assignment]
+
+    def delayed(cls: Any, method: str, key: str) -> None:
+        original = getattr(cls, method)
+
+        async def wrapper(self: Any, *args: Any) -> Any:
+            delay = control().get(key)
+            if delay:
+                hit(key.removeprefix("delay_"))
+                await asyncio.sleep(float(delay))
+            return await original(self, *args)
+        setattr(cls, method, wrapper)
+
+    delayed(server._Session, "op_commit", "delay_commit")
+    delayed(server._Session, "op_fetch", "delay_fetch")
+    delayed(server.PartyServer, "_follow", "delay_follow")
+
+
+if __name__ == "__main__":
+    install()
+    from parties.main import main
+
+    sys.exit(main(sys.argv[2:]))
