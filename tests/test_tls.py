@@ -302,3 +302,31 @@ def test_plain_tcp_is_not_served(pki: Path) -> None:
         assert accepted.empty()
         srv.close()
     asyncio.run(main())
+
+
+def test_a_stop_names_the_failed_check_even_behind_a_failed_send(pki: Path) -> None:
+    """A server that detects cheating tells its peers which check failed: they raise
+    ``CheatingDetected`` with that check, also a peer whose next send fails because the
+    connection is already closed (the reason waits in its receive queue)."""
+    from mpcnet.errors import CheatingDetected
+
+    async def main() -> None:
+        channels, servers = await _mesh(pki, free_ports(3))
+        channels[1].abort("p1: cheating detected: open consistency check failed",
+                          "open consistency")
+        with pytest.raises(CheatingDetected, match="reported by") as err:
+            await asyncio.wait_for(channels[0].recv(1), 5)
+        assert err.value.check == "open consistency"
+        conn = channels[2].conns[1]
+        deadline = time.monotonic() + 5
+        while not conn.closed:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        with pytest.raises(CheatingDetected) as err:
+            await channels[2].send(1, np.zeros(1, dtype=np.uint64))
+        assert err.value.check == "open consistency"
+        for ch in channels:
+            await ch.close()
+        for srv in servers:
+            srv.close()
+    asyncio.run(main())
