@@ -501,11 +501,13 @@ class Rep4(Scheme):
     # -- conversions -----------------------------------------------------------------------
     def _components(self, data: np.ndarray, binary: bool) -> list[Shared]:
         """Component c as a sharing whose only non-zero component is c (held by all but c)."""
-        zero = np.zeros_like(data[0])
         out = []
         for c in range(4):
-            parts = [data[k] if held(self.party)[k] == c else zero for k in range(3)]
-            out.append(Shared(np.stack(parts), 1, binary))
+            comp = np.zeros(data.shape, dtype=U64)  # calloc: the zero slots cost nothing
+            for k in range(3):
+                if held(self.party)[k] == c:
+                    comp[k] = data[k]
+            out.append(Shared(comp, 1, binary))
         return out
 
     def arith_components(self, x: Shared) -> list[Shared]:
