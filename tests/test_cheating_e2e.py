@@ -1,0 +1,344 @@
+"""End to end under a cheating server: four real ``mpc-party`` processes over TLS (active4).
+
+One of the four servers runs the test-only launcher ``tests/cheating_party.py`` instead of
+``mpc-party``; it re-reads its fault spec at the start of every job, so one cluster serves every
+case (only the cheater is restarted when another server takes its role). Each case shares
+nothing new: the analyst runs ``mpc-client select`` on the same 30 x 6 dataset and the test
+checks that
+
+- the cheater's fault really fired (its report says which message it changed);
+- the job failed on every honest server, each record naming the failed check
+  (``CheatingDetected``) or, for a silent server or a malformed frame, the cheater;
+- a silent server is detected within the round timeout;
+- no server lists the result and ``mpc-client fetch`` fails: no D' is stored or returned.
+
+Every server also runs one honest job as the cheater's launcher with no fault (D' equal to the
+plaintext one); its report gives the rounds and peers of every message kind, from which the
+cases aim at the first, middle and last round. The default run covers every fault kind and
+every server as the cheater; ``-m slow`` runs the whole (cheater, message kind, fault) matrix.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from cheating_party import ACTIONS, INPUT_KINDS, FaultSpec
+from conftest import ROOT
+
+from client.local import SERVER_NAMES, LocalCluster
+from client.session import Client
+from mpcnet.net.tls import run
+
+LAUNCHER = ROOT / "tests" / "cheating_party.py"
+LSVT = ROOT / "data" / "lsvt_126x310.csv"
+ROUND, HANDSHAKE = 3.0, 3.0
+TIMEOUTS = {"round_timeout": ROUND, "handshake_timeout": HANDSHAKE, "connect_timeout": 5.0}
+DATASET, K = "study", 2
+CHECKS = {  # message kind -> the checks that may catch a deviation in it
+    "key-contribution": {"key agreement"}, "key-confirm": {"key agreement"},
+    "jmp-value": {"joint-message hash"}, "jmp-hash": {"joint-message hash"},
+    "verify-hash": {"joint-message hash"}, "input-hash": {"input consistency"},
+    "data-share": {"joint-message hash", "input consistency"},
+    "label-share": {"joint-message hash", "input consistency"},
+}
+# verify-hash and input-hash travel in one frame: frame faults are run on verify-hash only; a
+# consistent change of a server's own random key contribution is no deviation (no "add").
+ACTIONS_OF = {"input-hash": ("add", "split"), "key-contribution": ACTIONS[1:]}
+
+# Default run: every fault kind at least once, every server the cheater once.
+DEFAULT = {
+    "alice": ["jmp-value:add:middle", "key-contribution:split", "data-share:add",
+              "jmp-hash:short:last"],
+    "bob": ["jmp-hash:add:last", "jmp-value:drop:middle", "verify-hash:split",
+            "key-confirm:garbage"],
+    "carol": ["jmp-value:garbage:first", "key-confirm:add", "label-share:add",
+              "input-hash:add"],
+    "dave": ["jmp-value:short:last", "jmp-hash:split:middle", "verify-hash:drop",
+             "input-hash:split"],
+}
+
+
+# -- cluster -------------------------------------------------------------------------------
+class CheatingCluster(LocalCluster):
+    """Four local servers; ``cheater`` runs the fault-injection launcher."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder, n_servers=4, timeouts=TIMEOUTS)
+        self.cheater: str | None = None
+        self.fault_file = self.folder / "fault.txt"
+        self.report = self.folder / "report.jsonl"
+
+    def server_argv(self, name: str) -> list[str]:
+        if name != self.cheater:
+            return super().server_argv(name)
+        return [sys.executable, str(LAUNCHER), "--fault-file", str(self.fault_file),
+                "--report", str(self.report)]
+
+    def make_cheater(self, name: str) -> None:
+        """The previous cheater becomes an honest ``mpc-party`` again; ``name`` cheats."""
+        previous, self.cheater = self.cheater, name
+        self.fault_file.write_text("")
+        for n in dict.fromkeys(x for x in (previous, name) if x is not None):
+            self.restart(n)
+
+    def report_of(self, job_id: str, wait: float = 20.0) -> dict[str, Any]:
+        """The cheater's report line for ``job_id`` (written when its job ends)."""
+        deadline = time.monotonic() + wait
+        while True:
+            if self.report.exists():
+                for line in self.report.read_text().splitlines():
+                    rec = json.loads(line)
+                    if rec["job"] == job_id:
+                        return rec  # type: ignore[no-any-return]
+            assert time.monotonic() < deadline, f"no report from {self.cheater} for {job_id}"
+            time.sleep(0.05)
+
+    def records(self, job_id: str, wait: float = 20.0) -> dict[str, dict[str, Any]]:
+        """Every server's record of ``job_id`` once it has ended everywhere."""
+        async def once() -> dict[str, dict[str, Any]]:
+            cl = Client(self.dep, "analyst")
+            try:
+                sessions = await cl.sessions_for(list(self.dep.servers))
+                return {s.name: (await s.request("job", id=job_id))["job"] for s in sessions}
+            finally:
+                cl.close()
+        deadline = time.monotonic() + wait
+        while True:
+            recs = run(once())
+            if len(recs) == 4 and all(r["state"] in ("done", "failed") for r in recs.values()):
+                return recs
+            assert time.monotonic() < deadline, f"job {job_id} did not end everywhere: {recs}"
+            time.sleep(0.1)
+
+    def stored_results(self) -> dict[str, set[str]]:
+        async def once() -> dict[str, list[dict[str, Any]]]:
+            cl = Client(self.dep, "analyst")
+            try:
+                return await cl.listing("results")
+            finally:
+                cl.close()
+        return {s: {r["name"] for r in rs} for s, rs in run(once()).items()}
+
+
+def ok(r: Any) -> str:
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}\n{r.stdout}"
+    return str(r.stdout)
+
+
+def _dataset(out: Path) -> Path:
+    with open(LSVT, newline="") as f:
+        rows = list(csv.reader(f))
+    head, body = rows[0], rows[1:31]
+    keep = list(range(6)) + [head.index("label")]
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([head[c] for c in keep])
+        w.writerows([r[c] for c in keep] for r in body)
+    return out
+
+
+def _plaintext(path: Path) -> np.ndarray:
+    from client.demo import plaintext_reference
+    from mpcnet.dataset import class_codes, read_csv
+    from mpcnet.fixedpoint import auto_exponents
+
+    table = read_csv(path, label="label")
+    assert table.labels is not None
+    classes, _ = class_codes(table.labels)
+    return plaintext_reference(table, auto_exponents(table.values), classes, K)
+
+
+# -- bookkeeping ---------------------------------------------------------------------------
+@dataclass
+class Case:
+    cheater: str
+    spec: str
+    checks: set[str]
+    seconds: float
+
+
+@dataclass
+class Tally:
+    """Every (cheater, message kind, fault) case that ran; a case is recorded only once all
+    its checks passed, so every recorded case was detected."""
+
+    cases: list[Case] = field(default_factory=list)
+
+    def line(self, cheater: str | None = None) -> str:
+        cases = [c for c in self.cases if cheater is None or c.cheater == cheater]
+        who = ", ".join(f"{n} {sum(c.cheater == n for c in cases)}"
+                        for n in SERVER_NAMES if any(c.cheater == n for c in cases))
+        kinds = {c.spec.split(":")[0] for c in cases}
+        faults = {c.spec.split(":")[1] for c in cases}
+        checks = set().union(*(c.checks for c in cases)) if cases else set()
+        return (f"cheating e2e: {len(cases)} (cheater, message kind, fault) cases ran, "
+                f"{len(cases)} detected; cheaters: {who}; {len(kinds)} message kinds, "
+                f"faults {'/'.join(a for a in ACTIONS if a in faults)}; checks named: "
+                f"{', '.join(sorted(checks))}; {sum(c.seconds for c in cases):.0f} s of jobs")
+
+
+@dataclass
+class Setup:
+    cluster: CheatingCluster
+    csv: Path
+    expected: np.ndarray
+    names: Iterator[int]
+    tally: Tally
+    kinds: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory,
+          request: pytest.FixtureRequest) -> Iterator[Setup]:
+    folder = tmp_path_factory.mktemp("cheating")
+    data = _dataset(folder / "study.csv")
+    cluster = CheatingCluster(folder / "deploy")
+    tally = Tally()
+    with cluster:
+        cluster.start()
+        ok(cluster.client("hospital-a", "share", str(data), "--dataset", DATASET, "--label",
+                          "label", "--security", "active4"))
+        yield Setup(cluster, data, _plaintext(data), itertools.count(), tally)
+    if tally.cases:
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            print(f"\n{tally.line()}")
+
+
+# -- one case ------------------------------------------------------------------------------
+def _spec(text: str, kinds: dict[str, dict[str, int]]) -> str:
+    """``KIND:ACTION[:first|middle|last]`` -> a launcher spec with ``at`` from the honest
+    run's count of rounds of that kind."""
+    kind, action, *where = text.split(":")
+    n = kinds[kind]["rounds"]
+    at = {"first": 0, "middle": n // 2, "last": n - 1}[where[0] if where else "first"]
+    return f"{kind}:{action}:at={at}"
+
+
+def honest_control(s: Setup, cheater: str, tmp_path: Path) -> dict[str, dict[str, int]]:
+    """The cheater's launcher with no fault: the job succeeds and D' equals the plaintext."""
+    c = s.cluster
+    c.make_cheater(cheater)
+    result = f"honest-{cheater}-{next(s.names)}"
+    out = ok(c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result",
+                      result, "--security", "active4"))
+    job_id = re.search(r"job ([0-9a-f]{12}) done", out)
+    assert job_id, out
+    report = c.report_of(job_id.group(1))
+    assert report["spec"] is None and report["fired"] == [] and report["state"] == "done"
+    ok(c.client("analyst", "fetch", "--result", result, "--out", str(tmp_path / "d.csv")))
+    with open(tmp_path / "d.csv") as f:
+        got = np.array(list(csv.reader(f))[1:], dtype=np.float64)
+    assert np.array_equal(got, s.expected)
+    s.kinds[cheater] = report["kinds"]
+    return report["kinds"]  # type: ignore[no-any-return]
+
+
+def run_case(s: Setup, cheater: str, spec: str, tmp_path: Path) -> set[str]:
+    """Run one job with ``spec`` at ``cheater``; check detection and that no D' exists.
+    Returns the checks the honest servers named."""
+    c = s.cluster
+    fault = FaultSpec.parse(spec)
+    assert fault is not None and c.cheater == cheater
+    c.fault_file.write_text(spec)
+    result = f"case-{next(s.names)}"
+    t0 = time.monotonic()
+    r = c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result", result,
+                 "--security", "active4")
+    seconds = time.monotonic() - t0
+    what = f"{cheater} {spec}"
+    assert r.returncode in (3, 4), f"{what}: select exit {r.returncode}\n{r.stderr}{r.stdout}"
+    job = re.search(r"job ([0-9a-f]{12}) failed", r.stderr)
+    assert job, f"{what}: {r.stderr}"
+    report = c.report_of(job.group(1))
+    assert report["fired"], f"{what}: the fault never fired ({report})"
+    records = c.records(job.group(1))
+    honest = {n: rec for n, rec in records.items() if n != cheater}
+    assert all(rec["state"] == "failed" for rec in honest.values()), (what, records)
+    errors = [str(rec["error"]) for rec in honest.values()]
+    checks: set[str] = set()
+    # the analyst hears from the coordinator: what a cheating one says proves nothing
+    coordinator_honest = cheater != c.dep.leader.name
+    if fault.action in ("drop", "garbage"):
+        # every honest server names the cheater; at least one saw it directly
+        direct = "no message within" if fault.action == "drop" else "malformed frame"
+        assert all(cheater in e for e in errors), (what, errors)
+        assert any(e.startswith(f"PeerError: {cheater} (") and direct in e for e in errors), \
+            (what, errors)
+        if coordinator_honest:
+            assert r.returncode == 3 and cheater in r.stderr
+        if fault.action == "drop":
+            assert ROUND <= seconds < ROUND + HANDSHAKE + 2.0, (what, seconds)
+    else:
+        for e in errors:
+            assert e.startswith("CheatingDetected: cheating detected: "), (what, errors)
+            checks |= set(re.findall(r"cheating detected: ([a-z -]+?) check failed", e))
+        assert checks and checks <= CHECKS[fault.kind], (what, checks, errors)
+        if coordinator_honest:
+            assert r.returncode == 4 and "cheating detected" in r.stderr
+    # no D' anywhere: no server lists the result, fetch refuses
+    assert all(result not in names for names in c.stored_results().values()), what
+    r = c.client("analyst", "fetch", "--result", result, "--out", str(tmp_path / "x.csv"))
+    assert r.returncode == 2 and "no result" in r.stderr, (what, r.stderr)
+    assert not (tmp_path / "x.csv").exists()
+    s.tally.cases.append(Case(cheater, spec, checks, seconds))
+    return checks
+
+
+def _results_cli_lists_only_honest_runs(s: Setup) -> None:
+    listing = json.loads(ok(s.cluster.client("analyst", "--json", "results")))
+    names = {r["name"] for rs in listing.values() for r in rs}
+    assert names and all(n.startswith("honest-") for n in names), names
+
+
+# -- tests ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("cheater", SERVER_NAMES)
+def test_cheating_server_is_caught(setup: Setup, cheater: str, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    kinds = honest_control(setup, cheater, tmp_path)
+    for case in DEFAULT[cheater]:
+        run_case(setup, cheater, _spec(case, kinds), tmp_path)
+    _results_cli_lists_only_honest_runs(setup)
+    with capsys.disabled():
+        print(f"\n{setup.tally.line(cheater)}")
+
+
+def full_matrix(kinds: dict[str, dict[str, int]]) -> list[str]:
+    """Every message kind this server sent in the honest run x every fault x the first,
+    middle and last round of that kind (split only where it went to several peers)."""
+    specs = []
+    for kind, info in sorted(kinds.items()):
+        if kind in INPUT_KINDS:
+            specs.append(f"{kind}:add:at=0")
+            continue
+        for action in ACTIONS_OF.get(kind, ACTIONS):
+            if action == "split" and info["peers"] < 2:
+                continue
+            n = info["rounds"]
+            specs += [f"{kind}:{action}:at={at}" for at in sorted({0, n // 2, n - 1})]
+    return specs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheater", SERVER_NAMES)
+def test_every_message_kind_and_fault(setup: Setup, cheater: str, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    kinds = honest_control(setup, cheater, tmp_path)
+    assert {"key-contribution", "key-confirm", "jmp-value", "jmp-hash", "verify-hash",
+            "input-hash", "data-share", "label-share"} <= set(kinds)
+    for spec in full_matrix(kinds):
+        run_case(setup, cheater, spec, tmp_path)
+    _results_cli_lists_only_honest_runs(setup)
+    with capsys.disabled():
+        print(f"\n{setup.tally.line(cheater)}")
