@@ -377,15 +377,51 @@ class Client:
 
     # -- fetch --------------------------------------------------------------------------------
     async def fetch(self, result: str) -> Fetched:
-        """Every server's shares of ``result``, with the servers' descriptions checked equal."""
+        """Every server's shares of ``result``, with the servers' descriptions checked equal.
+
+        How many servers hold shares follows from the result's security setting (the
+        registry), not from any server's word: the client fetches from all of them (the
+        reconstruction needs every component from two servers), after checking that each
+        one lists the result exactly as the coordinator does."""
+        from mpcnet.schemes import registry
+
         check_name("result", result)
         leader = await self.session(self.dep.leader)
         listed = {r["name"]: r for r in (await leader.request("results"))["results"]}
         if result not in listed:
             raise InputError(f"no result {result!r} on {self.dep.leader.name}; see "
                              "mpc-client results")
-        n = len(listed[result]["parties"])
-        sessions = await self.sessions_for(list(self.dep.servers[:n]))
+        entry = listed[result]
+        security = entry.get("security")
+        try:
+            n = registry.get(str(security)).n_parties
+        except MPCError:
+            raise InputError(f"result {result!r}: {self.dep.leader.name} lists it with the "
+                             f"unknown security setting {security!r}") from None
+        if n > len(self.dep.servers):
+            raise InputError(f"result {result!r} is {security}, which needs {n} servers; the "
+                             f"deployment has {len(self.dep.servers)}")
+        servers = list(self.dep.servers[:n])
+        if entry.get("parties") != [s.name for s in servers]:
+            raise InputError(f"result {result!r}: {self.dep.leader.name} lists its parties as "
+                             f"{entry.get('parties')}, but {security} runs on "
+                             f"{', '.join(s.name for s in servers)}; it cannot be trusted")
+        sessions = await self.sessions_for(servers)
+
+        async def listing_of(s: ServerSession) -> dict[str, Any] | None:
+            return {r["name"]: r for r in (await s.request("results"))["results"]}.get(result)
+
+        for s, theirs in zip(sessions[1:], await asyncio.gather(
+                *(listing_of(s) for s in sessions[1:])), strict=True):
+            if theirs is None:
+                raise InputError(f"result {result!r} is not stored on {s.name} (it is on "
+                                 f"{self.dep.leader.name}); it cannot be reconstructed")
+            if theirs != entry:
+                differ = sorted(k for k in entry.keys() | theirs.keys()
+                                if entry.get(k) != theirs.get(k))
+                raise InputError(f"result {result!r}: {s.name} and {self.dep.leader.name} "
+                                 f"describe it differently ({', '.join(differ)}); it cannot "
+                                 "be reconstructed")
 
         async def one(s: ServerSession) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             head = await s.request("fetch", result=result)
@@ -394,9 +430,10 @@ class Client:
 
         got = await asyncio.gather(*(one(s) for s in sessions))
         manifests = [m for m, _ in got]
-        keys = ("job", "dataset", "k", "rows", "security", "sharing")
-        if any({k: m.get(k) for k in keys} != {k: manifests[0].get(k) for k in keys}
-               for m in manifests):
+        keys = ("name", "job", "dataset", "k", "score", "rows", "security", "sharing", "parties")
+        if any({k: m.get(k) for k in keys} != {k: entry.get(k, manifests[0].get(k))
+                                               for k in keys} or m.get("party") != p
+               for p, m in enumerate(manifests)):
             raise InputError(f"result {result!r}: the servers hold results of different jobs; "
                              "it cannot be reconstructed")
         return Fetched(manifests[0], {p: a for p, (_, a) in enumerate(got)})

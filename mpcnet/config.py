@@ -37,7 +37,8 @@ from typing import Any
 from mpcnet.errors import ConfigError
 
 ROLES = ("owner", "analyst")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# used with fullmatch: "$" would also accept a trailing newline ("name\n")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -271,16 +272,17 @@ def _positive(table: dict[str, Any], key: str, default: float, where: str) -> fl
 
 def _name(entry: dict[str, Any], where: str) -> str:
     name = entry.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ConfigError(f"{where} name must be 1-64 letters, digits, '_', '.', '-' "
                           f"(it is the certificate's name); got {name!r}")
     return name
 
 
 def check_name(kind: str, name: str) -> str:
-    """A dataset or result name, safe to use as a folder name (else ``InputError``)."""
+    """A dataset, result, upload or job name, safe to use as a file or folder name (no path
+    separator, no leading dot, no newline; else ``InputError``)."""
     from mpcnet.errors import InputError
-    if not NAME_RE.match(name or ""):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InputError(f"{kind} name {name!r} is not allowed: use 1-64 letters, digits, "
                          "'_', '.', '-', starting with a letter or digit")
     return name

@@ -93,10 +93,10 @@ def encode(
     if over.any():
         i, j = np.argwhere(over)[0]
         raise RangeError(
-            f"fixed point: row {i + 1}, column {_column_name(columns, j)}: value {x[i, j]!r} "
-            f"encodes to about {scaled[i, j]:.4g} at the column's scale exponent {exps[j]} "
-            f"(x * 2**{exps[j]}), but encoded values must stay below 2**{VALUE_BITS} in "
-            f"magnitude; lower this column's exponent to at most "
+            f"fixed point: row {i + 1}, column {_column_name(columns, j)}: value "
+            f"{float(x[i, j])!r} encodes to about {scaled[i, j]:.4g} at the column's scale "
+            f"exponent {exps[j]} (x * 2**{exps[j]}), but encoded values must stay below "
+            f"2**{VALUE_BITS} in magnitude; lower this column's exponent to at most "
             f"{_largest_exponent(x[:, j])} (auto-scaling puts the largest |x| below "
             f"2**{AUTO_BITS})"
         )

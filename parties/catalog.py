@@ -26,6 +26,7 @@ import hashlib
 import json
 from typing import Any
 
+from mpcnet.config import NAME_RE
 from mpcnet.errors import InputError
 
 LAYOUTS = ("rows", "columns")
@@ -73,8 +74,10 @@ def check_meta(meta: Meta) -> None:
     if has_label and (not isinstance(classes, list) or len(classes) < 2
                       or not all(isinstance(c, str) for c in classes)):
         raise _fail(ds, "a labelled contribution needs at least two classes")
-    if not isinstance(meta.get("id"), str) or not meta["id"]:
-        raise _fail(ds, "an upload needs an id")
+    upload_id = meta.get("id")
+    if not isinstance(upload_id, str) or not NAME_RE.fullmatch(upload_id):
+        raise _fail(ds, f"upload id {upload_id!r} is not allowed: an upload needs an id of "
+                        "1-64 letters, digits, '_', '.', '-', starting with a letter or digit")
 
 
 def entry(meta: Meta, owner: str) -> dict[str, Any]:

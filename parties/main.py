@@ -3,8 +3,9 @@
     mpc-party --config deploy/local.toml --name alice
 
 The server listens on its configured port for its peers and for clients, keeps its shares in
-its data_dir, and runs jobs until it receives SIGINT or SIGTERM. Exit status 2 on a
-configuration, certificate or storage problem (the one-line reason is printed).
+its data_dir (folders mode 0700, files 0600), and runs jobs until it receives SIGINT or
+SIGTERM. Exit status 2 on a configuration, certificate or storage problem (the one-line reason
+is printed).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         dep = config.load(args.config)
         dep.server(args.name)
         setup_logging(args.name, args.log_level or dep.log_level)
+        os.umask(0o077)  # whatever this process creates is for its own user only (shares)
         run(serve(dep, args.name, args.ready_file))
     except MPCError as exc:
         print(f"mpc-party {args.name}: {exc}", file=sys.stderr)

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import time
 import traceback
 import uuid
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mpcnet import __version__
-from mpcnet.config import Deployment, check_name
+from mpcnet.config import NAME_RE, Deployment, check_name
 from mpcnet.errors import (
     AccessDenied,
     CheatingDetected,
@@ -58,6 +59,8 @@ log = logging.getLogger("mpcnet.party")
 
 SCORES = ("ms-gini",)
 IDLE_TIMEOUT = 3600.0  # a client session may stay idle this long
+JOB_ID_RE = re.compile(r"[0-9a-f]{12}")  # what ``submit`` makes (uuid4 hex); checked by members
+DIGEST_RE = re.compile(r"[0-9a-f]{16}")  # ``catalog.digest``
 
 
 def sharing_of(security: str) -> tuple[str, int]:
@@ -275,7 +278,7 @@ class PartyServer:
             conn.close()
             return
         job_id = hello.get("job")
-        if not isinstance(job_id, str) or peer == self.party:
+        if not isinstance(job_id, str) or not NAME_RE.fullmatch(job_id) or peer == self.party:
             raise PeerError(f"{conn.label}: malformed peer hello")
         if "spec" in hello:
             if peer != 0:
@@ -364,8 +367,9 @@ class PartyServer:
         return conn
 
     # -- jobs ------------------------------------------------------------------------------
-    def _check_job(self, job: Job) -> dict[str, Any]:
-        """Checks every server makes before taking part; returns the dataset manifest."""
+    def _check_job(self, job: Job, digest: bool = True) -> dict[str, Any]:
+        """Checks every server makes before taking part; returns the dataset manifest. The
+        dataset must match ``job.digest`` (except when the coordinator makes the job)."""
         if job.score not in SCORES:
             raise InputError(f"unknown score {job.score!r}; available: {', '.join(SCORES)}")
         sharing, n = sharing_of(job.security)
@@ -381,7 +385,7 @@ class PartyServer:
                              f"{job.security} needs a dataset shared for {sharing} (share it "
                              f"again with --security {job.security})")
         catalog.ready_for_selection(manifest, job.k)
-        if job.digest and catalog.digest(manifest) != job.digest:
+        if digest and catalog.digest(manifest) != job.digest:
             raise InputError(f"dataset {job.dataset!r} on {self.name} differs from the "
                              "coordinator's copy (an upload did not reach every server); "
                              "share it again under a new name")
@@ -407,7 +411,7 @@ class PartyServer:
         job = Job(id=uuid.uuid4().hex[:12], dataset=dataset, digest="", k=k,
                   score=str(spec.get("score", "ms-gini")), security=security, result=result,
                   submitted_by=analyst, n_parties=n)
-        manifest = self._check_job(job)
+        manifest = self._check_job(job, digest=False)
         job.digest = catalog.digest(manifest)
         self.jobs[job.id] = job
         self.storage.save_job(job.record())
@@ -422,11 +426,26 @@ class PartyServer:
             job = Job(**{k: spec[k] for k in Job.SPEC})
         except (KeyError, TypeError):
             raise PeerError("malformed job specification from the coordinator") from None
-        if self.party >= job.n_parties:
-            raise InputError(f"{self.name} is not one of the {job.n_parties} parties of "
-                             f"{job.security}")
+        # a member trusts nothing in the specification it can check itself (under active4 a
+        # malicious coordinator is in the threat model): names, types, the number of parties
+        # of the security setting, the dataset digest
+        if not isinstance(job.id, str) or not JOB_ID_RE.fullmatch(job.id) or job.id in self.jobs:
+            raise InputError(f"job id {job.id!r} from the coordinator is malformed or reused")
+        if not all(isinstance(v, str) for v in (job.security, job.score, job.submitted_by,
+                                                 job.dataset, job.result, job.digest)) \
+                or not isinstance(job.k, int) or isinstance(job.k, bool):
+            raise InputError(f"job {job.id}: malformed specification from the coordinator")
+        if not DIGEST_RE.fullmatch(job.digest):
+            raise InputError(f"job {job.id}: the coordinator sent no valid dataset digest; every "
+                             "server checks its copy of the dataset against it")
         check_name("dataset", job.dataset)
         check_name("result", job.result)
+        _, n = sharing_of(job.security)
+        if job.n_parties != n:
+            raise InputError(f"job {job.id}: the coordinator says {job.n_parties} parties; "
+                             f"{job.security} runs on {n}")
+        if self.party >= n:
+            raise InputError(f"{self.name} is not one of the {n} parties of {job.security}")
         self._check_job(job)
         job.state, job.started = "running", time.time()
         self.jobs[job.id] = job
@@ -512,7 +531,9 @@ class PartyServer:
         start = time.perf_counter()
         try:
             info = registry.get(job.security)
-            manifest, data, labels = self.storage.load_dataset(job.dataset)
+            # reading and checking (SHA-256) the shares may take long: not on the event loop
+            manifest, data, labels = await asyncio.to_thread(self.storage.load_dataset,
+                                                             job.dataset)
             if labels is None:
                 raise InputError(f"dataset {job.dataset!r} has no label")
             schema = manifest["schema"]
@@ -603,7 +624,7 @@ class _Session:
     PERMS = {
         "status": {"owner", "analyst", "server"},
         "datasets": {"owner", "analyst"},
-        "schema": {"owner", "analyst"},
+        "schema": {"owner"},  # per-column exponents: for the dataset's owners only
         "upload": {"owner"},
         "commit": {"owner"},
         "abort": {"owner"},
@@ -672,8 +693,11 @@ class _Session:
 
     async def op_schema(self, h: dict[str, Any]) -> dict[str, Any]:
         ds = check_name("dataset", str(h.get("dataset", "")))
-        if self.role == "owner" and not self.s.dep.client(self.name).may_upload(ds):
-            raise AccessDenied(f"{self.name} may not contribute to dataset {ds!r}")
+        # the schema holds every column's scale exponent: with it, the exponents of D' (which
+        # the analyst reconstructs) would tell which columns were selected
+        if self.role != "owner" or not self.s.dep.client(self.name).may_upload(ds):
+            raise AccessDenied(f"{self.name} may not contribute to dataset {ds!r}, so it may "
+                               "not read its schema")
         m = self.s.storage.dataset(ds)
         return {"manifest": None if m is None else
                 {k: m[k] for k in ("name", "layout", "sharing", "schema", "rows")}
@@ -717,8 +741,8 @@ class _Session:
             raise InputError("upload without a description")
         ds = check_name("dataset", str(meta.get("dataset", "")))
         self._owner_may(ds)
-        upload_id = str(meta.get("id", ""))
-        if not upload_id or upload_id in self.staged:
+        upload_id = check_name("upload id", str(meta.get("id", "")))
+        if upload_id in self.staged:
             raise InputError("upload needs a fresh id")
         sharing = str(meta.get("sharing"))
         lead_shape = self._lead_shape(sharing)
@@ -742,8 +766,9 @@ class _Session:
                 if arr.dtype != np.uint64 or arr.shape != expect[part]:
                     raise InputError(f"upload: {part} must be uint64 of shape {expect[part]}, "
                                      f"got {arr.dtype} {arr.shape}")
+                # the server names its files (never after anything the client sent)
                 files[part] = await asyncio.to_thread(
-                    _write_share, folder, f"{upload_id}.{part}.npy", arr)
+                    _write_share, folder, f"{uuid.uuid4().hex}.{part}.npy", arr)
         except BaseException as exc:
             self.s.storage.discard(folder)
             if isinstance(exc, PeerError) and not self.conn.closed:

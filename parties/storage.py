@@ -5,15 +5,20 @@ Layout under the server's ``data_dir``::
     LOCK                          held (flock) while a server uses the folder
     staging/                      uploads and results being written; emptied at every start
     datasets/<name>/manifest.json schema, contributions, and a SHA-256 per share file
-    datasets/<name>/<upload>.data.npy, <upload>.labels.npy
+    datasets/<name>/<random>.data.npy, <random>.labels.npy   (names chosen by the server)
     results/<name>/manifest.json, reduced.npy, exponents.npy
     jobs/<id>.json                job records (state, error, figures)
 
 Every file is written to a temporary name, flushed with fsync, then renamed into place
-(``os.replace`` is atomic) and the folder is fsynced. A manifest is the only source of truth:
-share files it does not list are leftovers of an interrupted commit and are removed at start;
-a half-received upload lives only in ``staging/`` and is dropped. Every share file is checked
-against its SHA-256 when loaded, so damage is reported instead of computed on.
+(``os.replace`` is atomic) and the folder is fsynced. Folders are created mode 0700 and files
+0600 (whatever the umask), so other users of the host cannot read shares. Every path built
+from a name a client or a peer chose (dataset, result, job, stored file) goes through
+``inside``: a plain name (``mpcnet.config.NAME_RE``) whose path stays in its folder.
+
+A manifest is the only source of truth: share files it does not list are leftovers of an
+interrupted commit and are removed at start; a half-received upload lives only in
+``staging/`` and is dropped. Every share file is checked against its SHA-256 when loaded, so
+damage is reported instead of computed on.
 """
 
 from __future__ import annotations
@@ -32,13 +37,51 @@ from typing import Any
 
 import numpy as np
 
+from mpcnet.config import NAME_RE
 from mpcnet.errors import MPCError
 
 log = logging.getLogger("mpcnet.storage")
 
+DIR_MODE = 0o700   # data folders: this server's user only
+FILE_MODE = 0o600  # share files, manifests, job records, the lock file
+
 
 class StorageError(MPCError):
     """A stored file is missing, damaged or the data folder is unusable."""
+
+
+def inside(base: Path, name: object, what: str) -> Path:
+    """``base / name`` for a ``name`` that may come from a client or a peer: it must be a plain
+    name (no separator, no leading dot, no newline) and the path must resolve to an entry of
+    ``base`` itself (not through a symlink elsewhere); else ``StorageError``."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise StorageError(f"refusing {what} {name!r}: not a plain file name")
+    return _within(base, base / name, what)
+
+
+def _within(base: Path, path: Path, what: str) -> Path:
+    if path.resolve().parent != base.resolve():
+        raise StorageError(f"refusing {what} {path.name!r}: its path leaves {base}")
+    return path
+
+
+def _create(path: Path, mode: str) -> Any:
+    """``open(path, mode)`` for writing, the file readable by this user only (mode 0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)  # an existing file keeps its mode otherwise
+    if "b" in mode:
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding="utf-8")
+
+
+def _tighten(folder: Path) -> None:
+    """Mode 0700 for a folder made earlier (or by hand) with a looser mode."""
+    if folder.stat().st_mode & 0o077:
+        try:
+            os.chmod(folder, DIR_MODE)
+        except PermissionError:
+            log.warning("%s is readable by other users and not ours to change: restrict it "
+                        "(chmod 700)", folder)
 
 
 class _HashingWriter:
@@ -61,7 +104,7 @@ def _fsync_dir(path: Path) -> None:
 
 def write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
     """Write ``array`` as .npy with fsync; return its file entry (name, sha256, bytes)."""
-    with open(path, "wb") as f:
+    with _create(path, "wb") as f:
         w = _HashingWriter(f)
         np.lib.format.write_array(w, np.ascontiguousarray(array), allow_pickle=False)  # type: ignore[arg-type]
         f.flush()
@@ -72,7 +115,7 @@ def write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
 def write_json(path: Path, obj: Any) -> None:
     """Atomically replace ``path`` with the JSON of ``obj``."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with _create(tmp, "w") as f:
         json.dump(obj, f, indent=1, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())
@@ -95,9 +138,11 @@ class Storage:
     def open(self) -> None:
         """Create the folders, take the lock, drop staged leftovers and unlisted files."""
         try:
+            self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             for d in (self.root, self.datasets, self.results, self.jobs):
-                d.mkdir(parents=True, exist_ok=True)
-            self._lock = open(self.root / "LOCK", "w")  # noqa: SIM115 - held until close()
+                d.mkdir(mode=DIR_MODE, exist_ok=True)
+                _tighten(d)
+            self._lock = _create(self.root / "LOCK", "w")
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise StorageError(f"data folder {self.root} is in use by another running server; "
@@ -105,7 +150,7 @@ class Storage:
         except OSError as exc:
             raise StorageError(f"data folder {self.root} is not usable: {exc}") from None
         shutil.rmtree(self.staging, ignore_errors=True)
-        self.staging.mkdir()
+        self.staging.mkdir(mode=DIR_MODE)
         for kind in (self.datasets, self.results):
             for folder in kind.iterdir():
                 self._tidy(folder)
@@ -142,7 +187,7 @@ class Storage:
 
     def load_array(self, folder: Path, entry: dict[str, Any]) -> np.ndarray:
         """A stored share, after checking its SHA-256 against the manifest."""
-        path = folder / entry["file"]
+        path = inside(folder, entry["file"], "share file")
         try:
             raw = path.read_bytes()
         except OSError as exc:
@@ -166,7 +211,7 @@ class Storage:
     def stage(self, tag: str) -> Path:
         """A fresh folder for one upload or result being written."""
         path = self.staging / f"{tag}-{os.getpid()}-{time.monotonic_ns()}"
-        path.mkdir()
+        path.mkdir(mode=DIR_MODE)
         return path
 
     @staticmethod
@@ -178,17 +223,17 @@ class Storage:
         return sorted(d.name for d in self.datasets.iterdir() if (d / "manifest.json").is_file())
 
     def dataset(self, name: str) -> dict[str, Any] | None:
-        path = self.datasets / name / "manifest.json"
+        path = inside(self.datasets, name, "dataset") / "manifest.json"
         return self._read(path) if path.is_file() else None
 
     def commit_contribution(self, manifest: dict[str, Any], staged: Path) -> None:
         """Move the staged share files into the dataset folder and publish the new manifest,
         which lists them (the atomic step: before it, the files are unlisted leftovers)."""
-        folder = self.datasets / manifest["name"]
+        folder = inside(self.datasets, manifest["name"], "dataset")
         first = not folder.exists()
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(mode=DIR_MODE, exist_ok=True)
         for f in staged.iterdir():
-            os.replace(f, folder / f.name)
+            os.replace(f, inside(folder, f.name, "share file"))
         write_json(folder / "manifest.json", manifest)
         if first:
             _fsync_dir(self.datasets)
@@ -203,7 +248,7 @@ class Storage:
         keep = [c for c in manifest["contributions"] if c["id"] != upload_id]
         if len(keep) == len(manifest["contributions"]):
             return False
-        folder = self.datasets / name
+        folder = inside(self.datasets, name, "dataset")
         if not keep:
             (folder / "manifest.json").unlink()
             shutil.rmtree(folder, ignore_errors=True)
@@ -216,7 +261,7 @@ class Storage:
         write_json(folder / "manifest.json", rebuilt)
         for entry in gone["files"].values():
             with contextlib.suppress(FileNotFoundError):
-                (folder / entry["file"]).unlink()
+                inside(folder, entry["file"], "share file").unlink()
         return True
 
     def load_dataset(self, name: str) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
@@ -225,7 +270,7 @@ class Storage:
         manifest = self.dataset(name)
         if manifest is None:
             raise StorageError(f"dataset {name!r} is not stored here")
-        folder = self.datasets / name
+        folder = inside(self.datasets, name, "dataset")
         datas, labels = [], []
         for c in manifest["contributions"]:
             datas.append(self.load_array(folder, c["files"]["data"]))
@@ -243,7 +288,7 @@ class Storage:
         return sorted(d.name for d in self.results.iterdir() if (d / "manifest.json").is_file())
 
     def result(self, name: str) -> dict[str, Any] | None:
-        path = self.results / name / "manifest.json"
+        path = inside(self.results, name, "result") / "manifest.json"
         return self._read(path) if path.is_file() else None
 
     def stage_result(self, arrays: dict[str, np.ndarray]) -> tuple[Path, dict[str, Any]]:
@@ -255,7 +300,7 @@ class Storage:
         """Publish a staged result: the whole folder is renamed into place at once."""
         manifest = dict(manifest, stored=time.time())
         write_json(staged / "manifest.json", manifest)
-        target = self.results / manifest["name"]
+        target = inside(self.results, manifest["name"], "result")
         if target.exists():
             raise StorageError(f"result {manifest['name']!r} already exists")
         os.replace(staged, target)
@@ -265,12 +310,15 @@ class Storage:
         manifest = self.result(name)
         if manifest is None:
             raise StorageError(f"result {name!r} is not stored here")
-        folder = self.results / name
+        folder = inside(self.results, name, "result")
         return manifest, {k: self.load_array(folder, e) for k, e in manifest["files"].items()}
 
     # -- jobs ------------------------------------------------------------------------------
     def save_job(self, record: dict[str, Any]) -> None:
-        write_json(self.jobs / f"{record['id']}.json", record)
+        job_id = record["id"]
+        if not isinstance(job_id, str) or not NAME_RE.fullmatch(job_id):
+            raise StorageError(f"refusing job id {job_id!r}: not a plain file name")
+        write_json(_within(self.jobs, self.jobs / f"{job_id}.json", "job record"), record)
 
     def load_jobs(self) -> list[dict[str, Any]]:
         out = []

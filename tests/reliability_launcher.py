@@ -12,7 +12,9 @@ server. Keys (all optional):
   server that hits an error would (the job fails on every server; the server stays up);
 - ``delay_upload``, ``delay_commit``, ``delay_fetch``, ``delay_follow``: seconds to sleep while
   storing an uploaded share, before committing an upload, before sending a result's shares,
-  before joining a job's mesh.
+  before joining a job's mesh;
+- ``delay_load``: seconds a job's dataset load blocks (``time.sleep`` inside
+  ``Storage.load_dataset``, like reading and hashing a large dataset on a slow disk).
 
 When a hook fires it touches ``CONTROL.json.hit-<hook>`` so the test knows where the server is.
 Nothing here is used outside the tests; the product has no such hooks.
@@ -91,6 +93,19 @@ def install() -> None:
                 await asyncio.sleep(float(delay))
             return await original(self, *args)
         setattr(cls, method, wrapper)
+
+    from parties.storage import Storage
+
+    load_dataset = Storage.load_dataset
+
+    def slow_load(self: Storage, name: str) -> Any:
+        delay = control().get("delay_load")
+        if delay:
+            hit("load")
+            time.sleep(float(delay))  # blocks whichever thread runs the load
+        return load_dataset(self, name)
+
+    Storage.load_dataset = slow_load  # type: ignore[method-assign]
 
     delayed(server._Session, "op_commit", "delay_commit")
     delayed(server._Session, "op_fetch", "delay_fetch")
