@@ -26,7 +26,7 @@ import numpy as np
 
 from mpcnet.config import Deployment, ServerConfig, check_name
 from mpcnet.errors import CheatingDetected, HandshakeError, InputError, MPCError, PeerError
-from mpcnet.net.framing import FrameProtocol
+from mpcnet.net.framing import FrameProtocol, read_large_message
 from mpcnet.net.tls import client_context, describe, dial
 from parties import catalog
 from parties.server import _rebuild_error, sharing_of
@@ -76,7 +76,8 @@ class ServerSession:
         return session
 
     async def _reply(self, timeout: float | None = None) -> dict[str, Any]:
-        header, _ = await self.conn.recv(timeout=timeout or self.timeout)
+        header, body = await self.conn.recv(timeout=timeout or self.timeout)
+        header = read_large_message(header, body)
         if header.get("k") == "err":
             raise _rebuild_error(header, prefix=f"{self.name}: ")
         if header.get("k") != "ok":

@@ -50,7 +50,7 @@ from mpcnet.errors import (
     PeerError,
 )
 from mpcnet.net.engine import RoundEngine
-from mpcnet.net.framing import FrameProtocol
+from mpcnet.net.framing import FrameProtocol, large_message
 from mpcnet.net.tls import TLSChannel, client_context, describe, dial, server_context
 from parties import catalog
 from parties.storage import Storage, StorageError
@@ -663,7 +663,7 @@ class _Session:
                                        f"the role {' or '.join(sorted(self.PERMS[op]))}")
                 reply = await getattr(self, f"op_{op}")(header)
                 if reply is not None:
-                    self.conn.send({"k": "ok", **reply})
+                    self.conn.send(*large_message(reply, "ok"))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 log.warning("malformed %s request from %s: %s", op, self.name, type(exc).__name__)
                 self.conn.send(error_frame(InputError(f"malformed {op!r} request")))

@@ -330,3 +330,22 @@ def test_a_stop_names_the_failed_check_even_behind_a_failed_send(pki: Path) -> N
         for srv in servers:
             srv.close()
     asyncio.run(main())
+
+
+def test_large_messages_travel_as_a_body() -> None:
+    """A reply bigger than a frame header allows (a listing of hundreds of jobs) is sent as a
+    msgpack body and read back whole; small ones stay in the header."""
+    from mpcnet.net.framing import MAX_HEADER, encode, large_message, read_large_message
+
+    small = {"jobs": [{"id": "a"}]}
+    header, body = large_message(small, "ok")
+    assert body is None and read_large_message(header, body) == {"k": "ok", **small}
+    big = {"jobs": [{"id": f"{i:012x}", "state": "done", "error": "x" * 200}
+                    for i in range(1000)]}
+    header, body = large_message(big, "ok")
+    assert body is not None
+    prefix, view = encode(header, body)  # fits a frame, although the message is > MAX_HEADER
+    assert len(prefix) < MAX_HEADER < body.nbytes
+    assert read_large_message(header, body) == {"k": "ok", **big}
+    with pytest.raises(PeerError):
+        read_large_message(header, np.frombuffer(b"\xc1garbage", dtype=np.uint8))

@@ -42,6 +42,30 @@ RECV_QUEUE_BYTES = 256 * 1024 * 1024  # pause reading beyond this many queued by
 Frame = tuple[dict[str, Any], np.ndarray | None]
 
 
+def large_message(message: dict[str, Any], kind: str) -> Frame:
+    """A frame for ``message`` of any size: small ones travel in the header; one whose packed
+    form would pass half of ``MAX_HEADER`` (a long job listing) travels as a msgpack body."""
+    packed = msgpack.packb(message, use_bin_type=True)
+    if len(packed) <= MAX_HEADER // 2:
+        return {"k": kind, **message}, None
+    return {"k": kind, "body": "msgpack"}, np.frombuffer(packed, dtype=np.uint8)
+
+
+def read_large_message(header: dict[str, Any], body: np.ndarray | None) -> dict[str, Any]:
+    """Undo ``large_message``: the message, whether it came in the header or the body."""
+    if header.get("body") != "msgpack":
+        return header
+    if body is None or body.dtype != np.uint8:
+        raise PeerError("a message announced as a msgpack body came without one")
+    try:
+        message = msgpack.unpackb(body.tobytes(), raw=False)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise PeerError(f"malformed message body: {type(exc).__name__}") from exc
+    if not isinstance(message, dict):
+        raise PeerError("a message body must be a map")
+    return {"k": header.get("k"), **message}
+
+
 def encode(header: dict[str, Any],
            array: np.ndarray | None = None) -> tuple[bytes, memoryview | None]:
     """Prefix and header bytes, and a zero-copy view of the body (or ``None``)."""
