@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -226,7 +227,7 @@ async def _serve_proxy(routes: list[tuple[str, int, str, int]], delay: float,
     servers = []
     for lhost, lport, thost, tport in routes:
         servers.append(await asyncio.start_server(
-            lambda r, w, h=thost, p=tport: handle(r, w, h, p), lhost, lport,
+            functools.partial(handle, host=thost, port=tport), lhost, lport,
             reuse_address=True))
     if ready is not None:
         ready.write_text("ok")

@@ -168,6 +168,27 @@ def _peak_bytes(pid: int) -> int | None:
     return None
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 if it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _busy_seconds() -> float:
+    """CPU time the whole machine has spent busy (all cores), from /proc/stat."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return (sum(f[:8]) - f[3] - f[4]) / _TICK  # everything but idle and iowait
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _share(cluster: Any, shape: Shape, dataset: str, security: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     r = cluster.client(OWNER, "--json", "share", "--dataset", dataset, "--security", security,
@@ -196,9 +217,9 @@ def _reference(shape: Shape, schema: dict[str, Any], k: int) -> np.ndarray:
     return np.asarray(decode(reduce(x, idx), exps[idx]))
 
 
-async def _select(dep: Any, dataset: str, k: int, security: str, n: int, check: bool,
-                  shape: Shape) -> dict[str, Any]:
-    from client.session import Client, reconstruct
+async def _select(dep: Any, dataset: str, k: int, security: str, n: int) -> dict[str, Any]:
+    """Run the selection as the analyst; end-to-end time and every server's job figures."""
+    from client.session import Client
 
     analyst = Client(dep, ANALYST)
     out: dict[str, Any] = {}
@@ -212,22 +233,28 @@ async def _select(dep: Any, dataset: str, k: int, security: str, n: int, check: 
             sess = await analyst.session(s)
             figures[s.name] = (await sess.request("job", id=job["id"]))["job"]["figures"]
         out["figures"] = figures
-        if check:
-            t0 = time.perf_counter()
-            reduced = reconstruct(await analyst.fetch(f"{dataset}-top{k}"))
-            out["fetch_s"] = time.perf_counter() - t0
-            owner = Client(dep, OWNER)
-            try:
-                sess = await owner.session(dep.leader)
-                schema = (await sess.request("schema", dataset=dataset))["manifest"]["schema"]
-            finally:
-                owner.close()
-            expected = await asyncio.to_thread(_reference, shape, schema, k)
-            out["equal"] = bool(reduced.shape == expected.shape
-                                and np.array_equal(reduced, expected))
     finally:
         analyst.close()
     return out
+
+
+async def _check(dep: Any, dataset: str, k: int, shape: Shape) -> dict[str, Any]:
+    """Fetch and reconstruct D' as the analyst; compare it with the plaintext selection."""
+    from client.session import Client, reconstruct
+
+    analyst, owner = Client(dep, ANALYST), Client(dep, OWNER)
+    try:
+        t0 = time.perf_counter()
+        reduced = reconstruct(await analyst.fetch(f"{dataset}-top{k}"))
+        fetch_s = time.perf_counter() - t0
+        sess = await owner.session(dep.leader)
+        schema = (await sess.request("schema", dataset=dataset))["manifest"]["schema"]
+    finally:
+        analyst.close()
+        owner.close()
+    expected = await asyncio.to_thread(_reference, shape, schema, k)
+    return {"fetch_s": fetch_s,
+            "equal": bool(reduced.shape == expected.shape and np.array_equal(reduced, expected))}
 
 
 def _proxied_config(path: Path) -> list[tuple[str, int, str, int]]:
@@ -267,8 +294,8 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(LocalCluster(folder, n, config_path=cfg))
         cluster.start(wait=60)
-        if routes and link is not None:
-            stack.enter_context(netemu.Proxy(routes, link, folder))
+        proxy = (stack.enter_context(netemu.Proxy(routes, link, folder))
+                 if routes and link is not None else None)
         names = [s.name for s in cluster.dep.servers[:n]]
         pids = {name: cluster.pid(name) for name in names}
         for i in range(repeat):
@@ -277,9 +304,18 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
             rec: dict[str, Any] = {"loadavg_1min": load}
             rec.update(_share(cluster, shape, dataset, security))
             peaks_reset = all(_reset_peak(pid) for pid in pids.values())
-            rec.update(run(_select(cluster.dep, dataset, shape.k, security, n,
-                                   check and i == 0, shape)))
+            cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+            busy0, self0 = _busy_seconds(), time.process_time()
+            proxy0 = _cpu_seconds(proxy.pid) if proxy else 0.0
+            rec.update(run(_select(cluster.dep, dataset, shape.k, security, n)))
             rec["peak_bytes"] = {name: _peak_bytes(pid) for name, pid in pids.items()}
+            rec["cpu_s"] = {name: _cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+            rec["proxy_cpu_s"] = (_cpu_seconds(proxy.pid) - proxy0) if proxy else 0.0
+            # CPU the rest of the machine used meanwhile (other jobs: the noise)
+            rec["other_cpu_s"] = max(0.0, _busy_seconds() - busy0 - sum(rec["cpu_s"].values())
+                                     - (time.process_time() - self0) - rec["proxy_cpu_s"])
+            if check and i == 0:
+                rec.update(run(_check(cluster.dep, dataset, shape.k, shape)))
             rec["peak_is_job_only"] = peaks_reset
             runs.append(rec)
             job_s = max(f["seconds"] for f in rec["figures"].values())
@@ -316,6 +352,9 @@ def summarize(case: dict[str, Any]) -> dict[str, Any]:
     s["bytes_vary"] = any(r["figures"][nm]["bytes_sent"] != s["sent"][nm]
                           for r in runs for nm in names)
     s["peak"] = {nm: statistics.median(r["peak_bytes"][nm] or 0 for r in runs) for nm in names}
+    s["cpu_s"] = {nm: statistics.median(r["cpu_s"][nm] for r in runs) for nm in names}
+    s["other_cpu_s"] = _stats([r["other_cpu_s"] for r in runs])
+    s["proxy_cpu_s"] = statistics.median(r.get("proxy_cpu_s", 0.0) for r in runs)
     s["peak_is_job_only"] = all(r["peak_is_job_only"] for r in runs)
     s["share_bytes_per_server"] = runs[0]["share_bytes_per_server"]
     phases: dict[str, Any] = {}
@@ -351,14 +390,15 @@ def _sec(st: dict[str, float], digits: int = 2) -> str:
 
 
 def _ratio(ref: float | None, ours: float) -> str:
-    return "–" if ref is None or ours <= 0 else f"{ref / ours:,.1f}×"
+    if ref is None or ours <= 0:
+        return "–"
+    r = ref / ours
+    return f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×"
 
 
 def _per_party(values: dict[str, Any], fmt: Callable[[Any], str] = _mb) -> str:
-    vals = list(values.values())
-    if len(set(vals)) == 1:
-        return f"{fmt(vals[0])} each"
-    return " / ".join(fmt(v) for v in vals)
+    texts = [fmt(v) for v in values.values()]
+    return f"{texts[0]} each" if len(set(texts)) == 1 else " / ".join(texts)
 
 
 def _target(s: dict[str, Any]) -> str:
@@ -371,13 +411,13 @@ def _target(s: dict[str, Any]) -> str:
 
 def main_tables(summaries: list[dict[str, Any]]) -> list[str]:
     out = ["| shape | m × p | k | setting | share CSV, CLI wall s | select end to end s | "
-           "servers' job s | rounds | MB sent per party | peak MB per party | D' = plain | "
-           "target (end to end) |",
-           "|---|---|---:|---|---|---|---|---:|---|---|---|---|"]
+           "servers' job s | servers' CPU s (sum) | rounds | MB sent per party | "
+           "peak MB per party | D' = plain | target (end to end) |",
+           "|---|---|---:|---|---|---|---|---:|---:|---|---|---|---|"]
     for s in summaries:
         head = f"| {s['shape']} | {s['m']} × {s['p']} | {s['k']} | {s['security']} |"
         if not s.get("available"):
-            out.append(head + f" {s['reason']} |" + " |" * 7)
+            out.append(head + f" {s['reason']} |" + " |" * 8)
             continue
         share = _sec(s["share_cli_s"])
         st = SHARE_TARGETS.get(s["shape"])
@@ -385,8 +425,8 @@ def main_tables(summaries: list[dict[str, Any]]) -> list[str]:
             share += f" (< {st:g} s: {'met' if s['share_cli_s']['median'] < st else 'MISSED'})"
         eq = "–" if s["equal"] is None else ("yes" if s["equal"] else "**NO**")
         out.append(head + f" {share} | {_sec(s['e2e_s'])} | {_sec(s['job_s'])} | "
-                   f"{s['rounds']} | {_per_party(s['sent'])} | {_per_party(s['peak'])} | {eq} | "
-                   f"{_target(s)} |")
+                   f"{sum(s['cpu_s'].values()):.2f} | {s['rounds']} | {_per_party(s['sent'])} | "
+                   f"{_per_party(s['peak'])} | {eq} | {_target(s)} |")
     return out
 
 
@@ -432,14 +472,15 @@ def paper_table(summaries: list[dict[str, Any]]) -> list[str]:
 
 def party_table(summaries: list[dict[str, Any]]) -> list[str]:
     out = ["| shape | setting | server | MB sent (protocol payload) | MB sent on the wire "
-           "(TLS frames) | peak resident MB over the job |",
-           "|---|---|---|---:|---:|---:|"]
+           "(TLS frames) | peak resident MB over the job | CPU s over the job |",
+           "|---|---|---|---:|---:|---:|---:|"]
     for s in summaries:
         if not s.get("available"):
             continue
         for nm in s["sent"]:
             out.append(f"| {s['shape']} | {s['security']} | {nm} | {_mb(s['sent'][nm])} | "
-                       f"{_mb(s['wire_sent'][nm])} | {_mb(s['peak'][nm])} |")
+                       f"{_mb(s['wire_sent'][nm])} | {_mb(s['peak'][nm])} | "
+                       f"{s['cpu_s'][nm]:.2f} |")
     return out
 
 
@@ -450,22 +491,31 @@ def noise_lines(summaries: list[dict[str, Any]]) -> list[str]:
             continue
         e = s["e2e_s"]
         spread = (e["max"] - e["min"]) / e["median"] * 100 if e["median"] else 0.0
+        o = s["other_cpu_s"]
         out.append(f"- {s['shape']} {s['security']} [{s['link']}]: end to end {e['min']:.2f}-"
                    f"{e['max']:.2f} s over {s['repeat']} runs (spread {spread:.0f} % of the "
-                   f"median); 1-minute load average at the runs' start "
-                   f"{s['loadavg']['min']:.2f}-{s['loadavg']['max']:.2f}")
+                   f"median); CPU used by other work during the job {o['min']:.2f}-"
+                   f"{o['max']:.2f} s (median {o['median']:.2f}); 1-minute load average at "
+                   f"the runs' start {s['loadavg']['min']:.2f}-{s['loadavg']['max']:.2f}")
     return out
 
 
 def emulated_table(em: dict[str, Any], base: dict[tuple[str, str], dict[str, Any]]
                    ) -> list[str]:
     out = ["| link | measured TCP round trip ms | shape | setting | select end to end s | "
-           "servers' job s | rounds | job s minus loopback job s | rounds × one-way delay s |",
-           "|---|---:|---|---|---|---|---:|---:|---:|"]
+           "servers' job s | rounds | job s minus loopback job s | rounds × one-way delay s | "
+           "proxy CPU s |",
+           "|---|---:|---|---|---|---|---:|---:|---:|---:|"]
     for prof in em["profiles"]:
         link = prof["link"]
+        if prof.get("error"):
+            out.append(f"| {netemu.Link(**link).describe()} | – | all | all | FAILED: "
+                       f"{prof['error']} |" + " |" * 5)
         for s in prof["summaries"]:
             if not s.get("available"):
+                if s.get("failed"):
+                    out.append(f"| {netemu.Link(**link).describe()} | – | {s['shape']} | "
+                               f"{s['security']} | {s['reason']} |" + " |" * 5)
                 continue
             b = base.get((s["shape"], s["security"]))
             extra = ("–" if b is None else
@@ -473,7 +523,8 @@ def emulated_table(em: dict[str, Any], base: dict[tuple[str, str], dict[str, Any
             model = s["rounds"] * link["delay_ms"] / 1e3
             out.append(f"| {netemu.Link(**link).describe()} | {prof['probe']['rtt_ms']:.2f} | "
                        f"{s['shape']} | {s['security']} | {_sec(s['e2e_s'])} | "
-                       f"{_sec(s['job_s'])} | {s['rounds']} | {extra} | {model:.2f} |")
+                       f"{_sec(s['job_s'])} | {s['rounds']} | {extra} | {model:.2f} | "
+                       f"{s.get('proxy_cpu_s', 0.0):.2f} |")
     return out
 
 
@@ -497,6 +548,19 @@ def _machine() -> str:
             f"RAM; Python {platform.python_version()}, numpy {np.__version__}, {loop}")
 
 
+def code_version() -> str:
+    """The git commit the benchmark ran on, and whether tracked files differed from it."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return f"commit {head}" + (" with local changes" if dirty else "") if head else "unknown"
+
+
 def render(result: dict[str, Any]) -> str:
     sums = result["summaries"]
     lines = [
@@ -505,6 +569,7 @@ def render(result: dict[str, Any]) -> str:
         f"Command: `{result['command']}`  ",
         f"Wall time: {result['wall_s']:.0f} s; {result['date']}  ",
         f"Machine: {result['machine']}  ",
+        f"Code: {result.get('code', 'unknown')}  ",
         f"1-minute load average: {result['load_start']:.2f} at the start, "
         f"{result['load_end']:.2f} at the end (other jobs on this machine add noise).",
         "",
@@ -514,7 +579,9 @@ def render(result: dict[str, Any]) -> str:
         "dataset, protocol, store D'). *Share CSV*: `mpc-client share` of the whole file by "
         "one data owner, wall time of the process (interpreter start-up and CSV parsing "
         "included). *MB sent*: protocol payload per server (engine figures); *peak MB*: the "
-        "server process's peak resident memory (VmHWM) during the job.",
+        "server process's peak resident memory (VmHWM) during the job; *servers' CPU s*: "
+        "user + system CPU time of all server processes over the job (with n servers on 2 "
+        "cores, the job cannot be faster than about that sum / 2).",
         "",
         "## End to end",
         "",
@@ -562,8 +629,19 @@ def render(result: dict[str, Any]) -> str:
 def _run_cases(cases: list[tuple[Shape, str]], repeat: int, workdir: Path, check: bool,
                link: netemu.Link | None = None, method: str | None = None,
                log: Callable[[str], None] = _log) -> list[dict[str, Any]]:
-    return [summarize(run_case(shape, sec, repeat, workdir, link=link, method=method,
-                               check=check, log=log)) for shape, sec in cases]
+    """Every case; one that fails gets a FAILED row (and exit status 1), the rest still run."""
+    out = []
+    for shape, sec in cases:
+        try:
+            out.append(summarize(run_case(shape, sec, repeat, workdir, link=link,
+                                          method=method, check=check, log=log)))
+        except Exception as exc:  # noqa: BLE001 - report it in the table, keep going
+            msg = " ".join(str(exc).split())[-400:]
+            log(f"  {shape.name} {sec}: FAILED: {msg}")
+            out.append({"shape": shape.name, "security": sec, "m": "?", "p": "?",
+                        "k": shape.k, "link": link.name if link else "loopback",
+                        "available": False, "failed": True, "reason": f"FAILED: {msg}"})
+    return out
 
 
 def _worker(spec_path: Path, out_path: Path) -> int:
@@ -611,11 +689,14 @@ def run_emulated(cases: list[tuple[Shape, str]], repeat: int, workdir: Path, che
                 r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-m",
                                     "bench.network", "--worker", str(spec_path),
                                     "--worker-out", str(out_path)], env=env, cwd=ROOT)
-                if r.returncode != 0:
-                    raise RuntimeError(f"the run inside namespace {ns} ({link.describe()}) "
-                                       f"failed with exit status {r.returncode}")
         else:
-            _worker(spec_path, out_path)
+            r = subprocess.CompletedProcess([], _worker(spec_path, out_path))
+        if r.returncode != 0 or not out_path.exists():
+            log(f"  {link.describe()}: the run failed (exit status {r.returncode}); see above")
+            done.append({"link": asdict(link), "probe": {"rtt_ms": float("nan"),
+                                                         "echo_mb_s": float("nan")},
+                         "summaries": [], "error": f"exit status {r.returncode}"})
+            continue
         got = json.loads(out_path.read_text())
         done.append({"link": asdict(link), "probe": got["probe"],
                      "summaries": got["summaries"]})
@@ -691,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
                   " " + shlex.join(argv if argv is not None else sys.argv[1:])
                   if (argv if argv is not None else sys.argv[1:]) else ""),
               "date": time.strftime("%Y-%m-%d %H:%M"), "machine": _machine(),
+              "code": code_version(),
               "wall_s": time.perf_counter() - started, "load_start": load_start,
               "load_end": os.getloadavg()[0], "summaries": sums, "emulated": emulated}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -699,8 +781,10 @@ def main(argv: list[str] | None = None) -> int:
     _print_summary(sums)
     print(f"\nreport: {args.out} (raw figures: {args.out.with_suffix('.json')}); "
           f"{result['wall_s']:.0f} s")
-    bad = [s for s in sums if s.get("available") and s.get("equal") is False]
-    return 1 if bad else 0
+    every = sums + [s for prof in (emulated or {}).get("profiles", []) for s in prof["summaries"]]
+    bad = [s for s in every if s.get("failed") or (s.get("available") and s.get("equal") is False)]
+    failed_links = [p for p in (emulated or {}).get("profiles", []) if p.get("error")]
+    return 1 if bad or failed_links else 0
 
 
 if __name__ == "__main__":

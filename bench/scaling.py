@@ -9,7 +9,7 @@ setting in ``--security``:
   directly; beyond it the exact ranking splits Q (``mpcnet.ops.topk._losses_split``), which
   costs more rounds;
 - p from 50 to 1,000 at m = 2,000, k = 40 (top-k compares all p^2 pairs of scores);
-- k from 1 to 122 at m = 2,000, p = 122.
+- k from 1 to 121 (k < p is required) at m = 2,000, p = 122.
 
 **In-process points** (the bulk): every point runs in a fresh Python process with all parties
 over loopback channels (``mpcnet.net.local.run_local_sync``, as ``bench/inprocess.py``), so the
@@ -67,11 +67,12 @@ def direct_ranking_limit() -> int:
 LIMIT = direct_ranking_limit()
 SPEED_P, SPEED_K = 122, 67
 FULL = {"m": [1000, 2000, 5000, LIMIT, LIMIT + 1, 20000, 50000, 100000],
-        "p": [50, 100, 200, 500, 1000], "k": [1, 10, 30, 67, 100, 122]}
+        "p": [50, 100, 200, 500, 1000], "k": [1, 10, 30, 67, 100, 121]}
 QUICK = {"m": [500, 2000, LIMIT + 1], "p": [50, 200], "k": [5, 67]}
 FIXED = {"m": {"p": SPEED_P, "k": SPEED_K}, "p": {"m": 2000, "k": 40},
          "k": {"m": 2000, "p": SPEED_P}}
 NETWORK_M = [1000, 10000, 100000]
+NETWORK_REPEAT = 3  # medians of 3 runs up to m = 10,000; one run beyond
 MEMORY_SHARE = 0.8
 
 
@@ -118,16 +119,18 @@ def run_point(m: int, p: int, k: int, security: str) -> dict[str, Any]:
                             ds.exponents)
         return res.reduced.data, engine.report()
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     outs = run_local_sync(info.n_parties, party, round_timeout=None)
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     peak = _vm("VmHWM")
     reduced = info.reconstruct({i: o[0] for i, o in enumerate(outs)}).view(np.int64)
     q, d = msgini_fraction(ds.values, ds.codes, ds.n_classes)
     equal = bool(np.array_equal(reduced, ds.values[:, topk_fraction(q, d, k)]))
     rep = outs[0][1]
     return {"m": m, "p": p, "k": k, "security": security, "n_parties": info.n_parties,
-            "seconds": seconds, "rounds": rep["rounds"], "bytes_sent": rep["bytes_sent"],
+            "seconds": seconds, "cpu_share": cpu / seconds, "rounds": rep["rounds"],
+            "bytes_sent": rep["bytes_sent"],
             "phases": {ph: {"seconds": v["seconds"], "rounds": v["rounds"],
                             "bytes_sent": v["bytes_sent"]} for ph, v in rep["phases"].items()},
             "peak_bytes": peak, "rss_before_bytes": rss_before, "peak_reset": reset,
@@ -189,10 +192,17 @@ def run_sweeps(grid: dict[str, list[int]], securities: list[str]) -> list[dict[s
                     done.append({"sweep": sweep, "m": m, "p": p, "k": k,
                                  "security": security, "skipped": reason})
                     continue
-                res = _point_subprocess(m, p, k, security)
+                try:
+                    res = _point_subprocess(m, p, k, security)
+                except RuntimeError as exc:
+                    print(f"{head} FAILED: {exc}", flush=True)
+                    done.append({"sweep": sweep, "m": m, "p": p, "k": k,
+                                 "security": security, "skipped": f"failed: {exc}"[:300]})
+                    continue
                 res["sweep"] = sweep
                 done.append(res)
-                print(f"{head} {res['seconds']:.2f} s, {res['rounds']} rounds, "
+                print(f"{head} {res['seconds']:.2f} s (CPU/wall {res['cpu_share']:.2f}), "
+                      f"{res['rounds']} rounds, "
                       f"{res['bytes_sent'] / 1e6:.1f} MB sent per party, peak "
                       f"{res['peak_bytes'] / 1e9:.2f} GB (all parties), D' = plain: "
                       f"{res['equal']}", flush=True)
@@ -201,7 +211,7 @@ def run_sweeps(grid: dict[str, list[int]], securities: list[str]) -> list[dict[s
 
 def run_network_points(securities: list[str], workdir: Path,
                        inproc: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for security in securities:
         for m in NETWORK_M:
             reason = _guard(inproc + [o for o in out if "peak_bytes" in o], security, m,
@@ -212,7 +222,8 @@ def run_network_points(securities: list[str], workdir: Path,
                             "skipped": reason})
                 continue
             shape = network.synthetic_shape(workdir / "csv", m, SPEED_P, SPEED_K)
-            case = network.run_case(shape, security, 1, workdir, check=True)
+            case = network.run_case(shape, security, NETWORK_REPEAT if m <= 10000 else 1,
+                                    workdir, check=True)
             s = network.summarize(case)
             out.append({"m": m, "p": SPEED_P, "k": SPEED_K, "security": security,
                         "job_s": s["job_s"]["median"], "e2e_s": s["e2e_s"]["median"],
@@ -220,7 +231,9 @@ def run_network_points(securities: list[str], workdir: Path,
                         "bytes_sent": max(s["sent"].values()),
                         "peak_per_party": max(s["peak"].values()),
                         # comparable with the in-process process peak (all parties)
-                        "peak_bytes": sum(s["peak"].values()), "equal": s["equal"]})
+                        "peak_bytes": sum(s["peak"].values()), "equal": s["equal"],
+                        "runs": s["repeat"], "job_range": [s["job_s"]["min"], s["job_s"]["max"]],
+                        "other_cpu_s": s["other_cpu_s"]["median"]})
     return out
 
 
@@ -228,22 +241,29 @@ def run_network_points(securities: list[str], workdir: Path,
 def _row(d: dict[str, Any]) -> str:
     head = f"| {d['sweep']} | {d['security']} | {d['m']:,} | {d['p']} | {d['k']} |"
     if "skipped" in d:
-        return head + f" {d['skipped']} | | | | | | |"
+        return head + f" {d['skipped']} | | | | | | | |"
     ph = d["phases"]
     return (head + f" {d['seconds']:.2f} | {ph.get('scoring', {}).get('seconds', 0):.2f} / "
             f"{ph.get('selection', {}).get('seconds', 0):.2f} / "
             f"{ph.get('product', {}).get('seconds', 0):.2f} | {d['rounds']} | "
             f"{d['bytes_sent'] / 1e6:.1f} | {d['peak_bytes'] / 1e9:.2f} | "
-            f"{d['peak_bytes'] / d['n_parties'] / 1e9:.2f} | {'yes' if d['equal'] else 'NO'} |")
+            f"{d['peak_bytes'] / d['n_parties'] / 1e9:.2f} | {'yes' if d['equal'] else 'NO'} | "
+            f"{d['cpu_share']:.2f} |")
 
 
 def _growth(points: list[dict[str, Any]], key: str, sweep: str) -> str:
-    """Fitted exponent b of key ~ x^b over the sweep's two largest finished points."""
+    """m and p: least-squares exponent b of key ~ x^b over the points with x >= max(x) / 20;
+    k: relative change from the smallest to the largest k."""
     pts = sorted((d[sweep], d[key]) for d in points if "skipped" not in d and d[key] > 0)
-    if len(pts) < 2 or pts[-1][0] == pts[-2][0]:
+    if len(pts) < 2:
         return "–"
-    (x0, y0), (x1, y1) = pts[-2], pts[-1]
-    return f"{np.log(y1 / y0) / np.log(x1 / x0):.2f}"
+    if sweep == "k":
+        return f"{(pts[-1][1] / pts[0][1] - 1) * 100:+.0f} %"
+    top = [(x, y) for x, y in pts if x >= pts[-1][0] / 20]
+    if len(top) < 2:
+        return "–"
+    b = np.polyfit(np.log([x for x, _ in top]), np.log([y for _, y in top]), 1)[0]
+    return f"{b:.2f}"
 
 
 def render(result: dict[str, Any]) -> str:
@@ -254,6 +274,7 @@ def render(result: dict[str, Any]) -> str:
         f"Command: `{result['command']}`  ",
         f"Wall time: {result['wall_s']:.0f} s; {result['date']}  ",
         f"Machine: {result['machine']}  ",
+        f"Code: {result.get('code', 'unknown')}  ",
         f"1-minute load average: {result['load_start']:.2f} at the start, "
         f"{result['load_end']:.2f} at the end.",
         "",
@@ -262,15 +283,19 @@ def render(result: dict[str, Any]) -> str:
         "process's VmHWM over the protocol (after the client-side sharing), i.e. all parties "
         "together, and *÷ n* divides it by the number of parties as a rough per-server "
         f"figure. Ranking: direct cross-multiplication up to m = {LIMIT:,}, the wider "
-        "split path beyond (more rounds). D' = plain: D' equals the plaintext selection.",
+        "split path beyond (more rounds). D' = plain: D' equals the plaintext selection. "
+        "*CPU / wall*: the process's CPU time over its wall time during the protocol; the "
+        "in-process run is single-threaded, so a value well below 1 means other work on this "
+        "2-core machine took the CPU and the time is inflated by about 1 / that value.",
         "",
         "| sweep | setting | m | p | k | s | scoring / selection / product s | rounds | "
-        "MB sent per party | peak GB (all parties) | ÷ n | D' = plain |",
-        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+        "MB sent per party | peak GB (all parties) | ÷ n | D' = plain | CPU / wall |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|",
         *[_row(d) for d in pts],
         "",
-        "Growth exponent b (time ~ x^b, memory ~ x^b) between the two largest points of each "
-        "sweep:",
+        "Growth: for m and p the exponent b of a least-squares fit y ~ x^b over the points "
+        "with x at least a twentieth of the largest (1 = linear, 2 = quadratic); for k the "
+        "change from k = 1 to the largest k:",
         "",
         "| sweep | setting | time | MB sent | peak memory |",
         "|---|---|---:|---:|---:|",
@@ -284,19 +309,24 @@ def render(result: dict[str, Any]) -> str:
                              f"{_growth(sel, 'peak_bytes', sweep)} |")
     if net:
         lines += ["", "## Networked points (server processes over TLS on 127.0.0.1)", "",
-                  f"p = {SPEED_P}, k = {SPEED_K}, one run each; share = `mpc-client share` of "
-                  "the synthetic CSV (process wall time); peak = the largest server's VmHWM "
-                  "over the job.", "",
-                  "| setting | m | share CSV s | select end to end s | servers' job s | rounds "
-                  "| MB sent per party | peak GB per server | D' = plain |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  f"p = {SPEED_P}, k = {SPEED_K}; medians of {NETWORK_REPEAT} runs up to "
+                  "m = 10,000 (job time range in brackets), one run beyond; share = "
+                  "`mpc-client share` of the synthetic CSV (process wall time); peak = the "
+                  "largest server's VmHWM over the job; *other CPU s*: CPU time the rest of "
+                  "the machine used during the job (noise).", "",
+                  "| setting | m | runs | share CSV s | select end to end s | servers' job s | "
+                  "rounds | MB sent per party | peak GB per server | other CPU s | D' = plain |",
+                  "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
         for d in net:
             if "skipped" in d:
-                lines.append(f"| {d['security']} | {d['m']:,} | {d['skipped']} | | | | | | |")
+                lines.append(f"| {d['security']} | {d['m']:,} | – | {d['skipped']} |"
+                             + " |" * 7)
                 continue
-            lines.append(f"| {d['security']} | {d['m']:,} | {d['share_cli_s']:.2f} | "
-                         f"{d['e2e_s']:.2f} | {d['job_s']:.2f} | {d['rounds']} | "
-                         f"{d['bytes_sent'] / 1e6:.1f} | {d['peak_per_party'] / 1e9:.2f} | "
+            lo, hi = d["job_range"]
+            lines.append(f"| {d['security']} | {d['m']:,} | {d['runs']} | "
+                         f"{d['share_cli_s']:.2f} | {d['e2e_s']:.2f} | {d['job_s']:.2f} "
+                         f"[{lo:.2f}–{hi:.2f}] | {d['rounds']} | {d['bytes_sent'] / 1e6:.1f} | "
+                         f"{d['peak_per_party'] / 1e9:.2f} | {d['other_cpu_s']:.2f} | "
                          f"{'yes' if d['equal'] else 'NO'} |")
     if result.get("plots"):
         lines += ["", "Plots: " + ", ".join(f"`{p}`" for p in result["plots"]), ""]
@@ -304,6 +334,16 @@ def render(result: dict[str, Any]) -> str:
     elif result.get("plot_note"):
         lines += ["", result["plot_note"]]
     return "\n".join(lines) + "\n"
+
+
+def _log_axis(axis: Any, set_scale: Any) -> None:
+    """Log scale with plain-number labels at 1, 2 and 5 times each power of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    set_scale("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def plot(result: dict[str, Any], folder: Path) -> list[str]:
@@ -341,14 +381,14 @@ def plot(result: dict[str, Any], folder: Path) -> list[str]:
                                 label=f"{sec}, servers over TLS")
             if sweep == "m":
                 ax.axvline(LIMIT, color="grey", ls=":", lw=1)
-                ax.set_xscale("log")
+            if sweep in ("m", "p"):
+                _log_axis(ax.xaxis, ax.set_xscale)
                 if key != "rounds":
-                    ax.set_yscale("log")
-            elif sweep == "p" and key != "rounds":
-                ax.set_xscale("log")
-                ax.set_yscale("log")
+                    _log_axis(ax.yaxis, ax.set_yscale)
             if key == "rounds":
                 ax.yaxis.get_major_locator().set_params(integer=True)
+            if key == "rounds" or sweep == "k":
+                ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * 1.05)
             ax.set_title(title)
             ax.set_xlabel({"m": "rows m", "p": "features p", "k": "selected k"}[sweep])
             ax.grid(True, which="both", alpha=0.3)
@@ -398,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench.scaling" + (" " + shlex.join(argv_used) if argv_used
                                                 else ""),
         "date": time.strftime("%Y-%m-%d %H:%M"), "machine": network._machine(),
+        "code": network.code_version(),
         "securities": securities, "points": points, "network": net,
         "load_start": load_start}
     args.out.parent.mkdir(parents=True, exist_ok=True)
