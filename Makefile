@@ -1,7 +1,7 @@
 # The two commands of the README. Both work on a fresh machine with Python 3.11+.
 PYTHON ?= python3
 
-.PHONY: demo test bench accuracy
+.PHONY: demo test bench accuracy network scaling
 
 demo:  ## install, then run the whole product locally on the bundled dataset and check it
 	$(PYTHON) -m pip install -q -e .
@@ -18,3 +18,11 @@ bench:  ## in-process benchmark of the three paper shapes
 accuracy:  ## cross-validated accuracy table (RAW vs MS-GINI/GI/PCC/MI), about a minute
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench.accuracy
+
+network:  ## the paper's shapes over TLS between local server processes, every setting (~2 min)
+	$(PYTHON) -m pip install -q -e '.[bench]'
+	$(PYTHON) -m bench.network --repeat 5
+
+scaling:  ## growth with m (to 100,000 rows), p and k, with plots (~7 min)
+	$(PYTHON) -m pip install -q -e '.[bench]'
+	$(PYTHON) -m bench.scaling
