@@ -7,9 +7,10 @@ demo:  ## install, then run the whole product locally on the bundled dataset and
 	$(PYTHON) -m pip install -q -e .
 	$(PYTHON) -m client.demo
 
-test:  ## install with the dev and benchmark tools, lint, and run the test suite (slow benchmarks skipped)
+test:  ## install with the dev and benchmark tools, lint, type-check, and run the test suite (slow benchmarks skipped)
 	$(PYTHON) -m pip install -q -e '.[dev,bench]'
 	$(PYTHON) -m ruff check mpcnet parties client certs tests bench
+	$(PYTHON) -m mypy mpcnet parties client certs
 	$(PYTHON) -m pytest -q
 
 bench:  ## in-process benchmark of the three paper shapes
