@@ -561,17 +561,26 @@ def code_version() -> str:
     return f"commit {head}" + (" with local changes" if dirty else "") if head else "unknown"
 
 
-def render(result: dict[str, Any]) -> str:
-    sums = result["summaries"]
-    lines = [
-        "# Private MS-GINI selection over TLS between server processes on 127.0.0.1",
+def run_header(result: dict[str, Any], title: str, load_note: str = "") -> list[str]:
+    """A report's title and how, when and where the benchmark ran (``load_note`` follows the
+    load average, e.g. " (other jobs add noise)")."""
+    return [
+        f"# {title}",
         "",
         f"Command: `{result['command']}`  ",
         f"Wall time: {result['wall_s']:.0f} s; {result['date']}  ",
         f"Machine: {result['machine']}  ",
         f"Code: {result.get('code', 'unknown')}  ",
         f"1-minute load average: {result['load_start']:.2f} at the start, "
-        f"{result['load_end']:.2f} at the end (other jobs on this machine add noise).",
+        f"{result['load_end']:.2f} at the end{load_note}.",
+    ]
+
+
+def render(result: dict[str, Any]) -> str:
+    sums = result["summaries"]
+    lines = [
+        *run_header(result, "Private MS-GINI selection over TLS between server processes on "
+                    "127.0.0.1", " (other jobs on this machine add noise)"),
         "",
         "Medians over the runs, [min–max] beside them. *End to end*: the analyst's "
         "`Client.select` from its TLS connect to the coordinator until the job is reported "

@@ -269,14 +269,7 @@ def _growth(points: list[dict[str, Any]], key: str, sweep: str) -> str:
 def render(result: dict[str, Any]) -> str:
     pts, net = result["points"], result["network"]
     lines = [
-        "# Scaling of private MS-GINI selection with m, p and k",
-        "",
-        f"Command: `{result['command']}`  ",
-        f"Wall time: {result['wall_s']:.0f} s; {result['date']}  ",
-        f"Machine: {result['machine']}  ",
-        f"Code: {result.get('code', 'unknown')}  ",
-        f"1-minute load average: {result['load_start']:.2f} at the start, "
-        f"{result['load_end']:.2f} at the end.",
+        *network.run_header(result, "Scaling of private MS-GINI selection with m, p and k"),
         "",
         "In-process points: all parties in one Python process over loopback channels (one "
         "core does every party's work, no TLS), one run per point; *peak GB* is that "

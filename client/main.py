@@ -197,24 +197,28 @@ async def _run(args: argparse.Namespace) -> int:
     return 1
 
 
+def _stored_on(by_server: dict[str, list[dict[str, Any]]], item: dict[str, Any],
+               key: str) -> int:
+    """On how many servers the listing holds ``item``: its name with the same ``key``."""
+    return sum(any(x["name"] == item["name"] and x[key] == item[key] for x in v)
+               for v in by_server.values())
+
+
 def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any) -> str:
     leader = dep.leader.name
     items = by_server.get(leader, [])
     lines = []
     if cmd == "datasets":
-        for d in items:
-            on = sum(any(x["name"] == d["name"] and x["digest"] == d["digest"] for x in v)
-                     for v in by_server.values())
-            lines.append(f"{d['name']:<20} {d['rows']:>7} rows x {d['columns']:>4} columns  "
-                         f"by {d['layout']:<7} {d['sharing']:<9} label={d['label']} "
-                         f"owners={','.join(d['owners'])}  on {on}/{len(by_server)} servers")
+        lines = [f"{d['name']:<20} {d['rows']:>7} rows x {d['columns']:>4} columns  "
+                 f"by {d['layout']:<7} {d['sharing']:<9} label={d['label']} "
+                 f"owners={','.join(d['owners'])}  "
+                 f"on {_stored_on(by_server, d, 'digest')}/{len(by_server)} servers"
+                 for d in items]
     elif cmd == "results":
-        for r in items:
-            on = sum(any(x["name"] == r["name"] and x["job"] == r["job"] for x in v)
-                     for v in by_server.values())
-            lines.append(f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
-                         f"({r['score']}, {r['security']}, job {r['job']})  on "
-                         f"{on}/{len(r['parties'])} servers")
+        lines = [f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
+                 f"({r['score']}, {r['security']}, job {r['job']})  "
+                 f"on {_stored_on(by_server, r, 'job')}/{len(r['parties'])} servers"
+                 for r in items]
     else:
         for j in items:
             when = time.strftime("%H:%M:%S", time.localtime(j["created"]))
@@ -230,22 +234,21 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
     return "\n".join(lines) or f"(no {cmd})"
 
 
+# (error class, exit status, what precedes the message), the first that matches applies
+_FAILURES: tuple[tuple[type[MPCError], int, str], ...] = (
+    (AccessDenied, 2, "access denied: "), (CheatingDetected, 4, ""), (PeerError, 3, ""),
+    (MPCError, 2, ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return run(_run(args))
-    except AccessDenied as exc:
-        print(f"mpc-client: access denied: {exc}", file=sys.stderr)
-        return 2
-    except CheatingDetected as exc:
-        print(f"mpc-client: {exc}", file=sys.stderr)
-        return 4
-    except PeerError as exc:
-        print(f"mpc-client: {exc}", file=sys.stderr)
-        return 3
     except MPCError as exc:
-        print(f"mpc-client: {exc}", file=sys.stderr)
-        return 2
+        status, prefix = next((code, pre) for cls, code, pre in _FAILURES
+                              if isinstance(exc, cls))
+        print(f"mpc-client: {prefix}{exc}", file=sys.stderr)
+        return status
     except KeyboardInterrupt:
         return 130
 

@@ -8,15 +8,16 @@ whose hooks a test switches on by writing a control file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from mpcnet.net.tls import run
 ROOT = Path(__file__).resolve().parents[1]
 LSVT = ROOT / "data" / "lsvt_126x310.csv"
 LAUNCHER = Path(__file__).resolve().parent / "reliability_launcher.py"
+SERVERS = ("alice", "bob", "carol")
 
 # short, configured bounds: every wait in the suite is one of these (deployment file)
 TIMEOUTS = {"connect_timeout": 2.0, "handshake_timeout": 2.0, "round_timeout": 3.0,
@@ -47,6 +49,12 @@ def lsvt_slice(out: Path, rows: slice, cols: list[int], label: bool = True) -> P
         w.writerow([head[c] for c in keep])
         w.writerows([r[c] for c in keep] for r in body[rows])
     return out
+
+
+def lsvt_files(folder: Path, specs: dict[str, tuple[Any, ...]]) -> dict[str, Path]:
+    """``lsvt_slice`` per name: ``folder/<name>.csv`` from (rows, columns[, label])."""
+    return {name: lsvt_slice(folder / f"{name}.csv", rows, list(cols), *label)
+            for name, (rows, cols, *label) in specs.items()}
 
 
 def plaintext(parts: list[Path], k: int) -> np.ndarray:
@@ -105,6 +113,19 @@ def make_config(folder: Path, extra_clients: tuple[tuple[str, str], ...] = (),
                         clients=CLIENTS + extra_clients)
 
 
+C = TypeVar("C", bound=LocalCluster)
+
+
+@contextlib.contextmanager
+def running_cluster(folder: Path, cls: type[C] = LocalCluster,  # type: ignore[assignment]
+                    extra_clients: tuple[tuple[str, str], ...] = ()) -> Iterator[C]:
+    """A deployment in ``folder`` (``make_config``) whose servers run during the block."""
+    c = cls(folder, config_path=make_config(folder, extra_clients=extra_clients))
+    with c:
+        c.start()
+        yield c
+
+
 def alive(cluster: LocalCluster) -> bool:
     return all(p.poll() is None for p in cluster.procs.values())
 
@@ -159,6 +180,14 @@ def fetch_values(cluster: LocalCluster, result: str) -> np.ndarray:
     async def go(cl: Client) -> np.ndarray:
         return reconstruct(await cl.fetch(result))
     return call(cluster, "analyst", go)  # type: ignore[no-any-return]
+
+
+def select_checked(cluster: LocalCluster, dataset: str, k: int, result: str,
+                   parts: list[Path]) -> None:
+    """``mpc-client select`` as the analyst; D' must equal ``plaintext(parts, k)``."""
+    ok(cluster.client("analyst", "select", "--dataset", dataset, "--k", str(k), "--result",
+                      result))
+    assert np.array_equal(fetch_values(cluster, result), plaintext(parts, k))
 
 
 # -- storage ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT
+from reliability_common import lsvt_files, lsvt_slice, ok
 
 from certs.pki import issue, make_ca, write_pair
 from client.local import LocalCluster
@@ -23,31 +24,13 @@ from mpcnet import config
 from mpcnet.dataset import read_csv
 from mpcnet.net.tls import run
 
-LSVT = ROOT / "data" / "lsvt_126x310.csv"
-
-
-def _slice(out: Path, rows: slice, cols: list[int], label: bool = True) -> Path:
-    with open(LSVT, newline="") as f:
-        data = list(csv.reader(f))
-    head, body = data[0], data[1:]
-    li = head.index("label")
-    keep = cols + ([li] if label else [])
-    with open(out, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow([head[c] for c in keep])
-        w.writerows([r[c] for c in keep] for r in body[rows])
-    return out
-
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("csv")
-    cols = list(range(12))
-    return {"whole": _slice(d / "whole.csv", slice(0, 60), cols),
-            "top": _slice(d / "top.csv", slice(0, 30), cols),
-            "bottom": _slice(d / "bottom.csv", slice(30, 60), cols),
-            "left": _slice(d / "left.csv", slice(0, 60), cols[:5], label=False),
-            "right": _slice(d / "right.csv", slice(0, 60), cols[5:])}
+    return lsvt_files(tmp_path_factory.mktemp("csv"), {
+        "whole": (slice(0, 60), range(12)), "top": (slice(0, 30), range(12)),
+        "bottom": (slice(30, 60), range(12)), "left": (slice(0, 60), range(5), False),
+        "right": (slice(0, 60), range(5, 12))})
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +40,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with c:
         c.start()
         yield c
-
-
-def ok(result: object) -> str:
-    r = result
-    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}\n{r.stdout}"  # type: ignore[attr-defined]
-    return r.stdout  # type: ignore[attr-defined, no-any-return]
 
 
 def _reduced(path: Path) -> tuple[list[str], np.ndarray]:
@@ -251,8 +228,8 @@ def fresh(tmp_path: Path) -> Iterator[LocalCluster]:
 
 def test_server_killed_mid_job_fails_the_job_naming_it(fresh: LocalCluster,
                                                        tmp_path: Path) -> None:
-    big = _slice(tmp_path / "big.csv", slice(0, 126), list(range(310)))
-    ok(fresh.client("hospital-a", "share", str(files_small := _slice(
+    big = lsvt_slice(tmp_path / "big.csv", slice(0, 126), list(range(310)))
+    ok(fresh.client("hospital-a", "share", str(files_small := lsvt_slice(
         tmp_path / "small.csv", slice(0, 40), list(range(8)))), "--dataset", "early",
         "--label", "label"))
     ok(fresh.client("hospital-a", "share", str(big), "--dataset", "big", "--label", "label"))

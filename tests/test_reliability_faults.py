@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from reliability_common import (
+    SERVERS,
     FaultCluster,
     call,
     fetch_values,
@@ -30,12 +31,12 @@ from reliability_common import (
     job_records,
     listing,
     listing_on,
-    lsvt_slice,
-    make_config,
+    lsvt_files,
     ok,
-    plaintext,
     refused,
     report,
+    running_cluster,
+    select_checked,
     snapshot,
     start_cli,
     wait_jobs_ended,
@@ -47,26 +48,21 @@ from mpcnet.net.tls import client_context, dial, run
 from parties.server import sharing_of
 from parties.storage import Storage
 
-SERVERS = ("alice", "bob", "carol")
 ROUND, CONNECT, HANDSHAKE = 3.0, 2.0, 2.0
 BOUND = ROUND + HANDSHAKE + 3.0  # a job must fail this soon after the fault (3 s of slack)
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("csv")
-    return {"small": lsvt_slice(d / "small.csv", slice(0, 40), list(range(8))),
-            "other": lsvt_slice(d / "other.csv", slice(40, 80), list(range(8))),
-            "wide": lsvt_slice(d / "wide.csv", slice(0, 126), list(range(310)))}
+    return lsvt_files(tmp_path_factory.mktemp("csv"), {
+        "small": (slice(0, 40), range(8)), "other": (slice(40, 80), range(8)),
+        "wide": (slice(0, 126), range(310))})
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory,
             files: dict[str, Path]) -> Iterator[FaultCluster]:
-    folder = tmp_path_factory.mktemp("faults")
-    c = FaultCluster(folder, config_path=make_config(folder))
-    with c:
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("faults"), FaultCluster) as c:
         ok(c.client("hospital-a", "share", str(files["small"]), "--dataset", "small",
                     "--label", "label"))
         ok(c.client("analyst", "select", "--dataset", "small", "--k", "3", "--result",
@@ -87,9 +83,7 @@ def _back(cluster: FaultCluster, name: str) -> None:
 
 
 def _retry_select(cluster: FaultCluster, files: dict[str, Path], result: str) -> None:
-    ok(cluster.client("analyst", "select", "--dataset", "small", "--k", "3", "--result",
-                      result))
-    assert np.array_equal(fetch_values(cluster, result), plaintext([files["small"]], 3))
+    select_checked(cluster, "small", 3, result, [files["small"]])
 
 
 # -- a server killed at each phase --------------------------------------------------------------
@@ -199,6 +193,19 @@ def test_server_killed_in_each_phase(cluster: FaultCluster, files: dict[str, Pat
 
 
 # -- a peer that never connects -----------------------------------------------------------------
+def _select_without_bob(cluster: FaultCluster, result: str, reason: str) -> float:
+    """A selection refused naming bob and ``reason``, whose job carol fails naming bob too;
+    returns how long the client waited."""
+    t = time.monotonic()
+    err = refused(cluster.client("analyst", "select", "--dataset", "small", "--k", "3",
+                                 "--result", result), code=3)
+    waited = time.monotonic() - t
+    assert "bob" in err and reason in err, err
+    carol = wait_jobs_ended(cluster, ["carol"], result, timeout=BOUND)["carol"]
+    assert carol["state"] == "failed" and "bob" in carol["error"], carol
+    return waited
+
+
 def test_peer_that_never_connects(cluster: FaultCluster, files: dict[str, Path],
                                   request: pytest.FixtureRequest) -> None:
     # 1. bob is not running at all
@@ -210,13 +217,7 @@ def test_peer_that_never_connects(cluster: FaultCluster, files: dict[str, Path],
     share_wait = time.monotonic() - t
     assert "bob" in err and "cannot reach" in err, err
     assert snapshot(cluster) == before
-    t = time.monotonic()
-    err = refused(cluster.client("analyst", "select", "--dataset", "small", "--k", "3",
-                                 "--result", "no-bob"), code=3)
-    select_wait = time.monotonic() - t
-    assert "bob" in err and "cannot reach" in err, err
-    carol = wait_jobs_ended(cluster, ["carol"], "no-bob", timeout=BOUND)["carol"]
-    assert carol["state"] == "failed" and "bob" in carol["error"], carol
+    select_wait = _select_without_bob(cluster, "no-bob", "cannot reach")
     r = cluster.client("analyst", "status")
     assert r.returncode == 3 and "bob" in r.stderr
     _back(cluster, "bob")
@@ -224,13 +225,7 @@ def test_peer_that_never_connects(cluster: FaultCluster, files: dict[str, Path],
 
     # 2. bob runs and answers clients but never joins the job's mesh
     cluster.faults("bob", delay_follow=8)
-    t = time.monotonic()
-    err = refused(cluster.client("analyst", "select", "--dataset", "small", "--k", "3",
-                                 "--result", "bob-absent"), code=3)
-    mesh_wait = time.monotonic() - t
-    assert "bob" in err and "no message within" in err, err
-    carol = wait_jobs_ended(cluster, ["carol"], "bob-absent", timeout=BOUND)["carol"]
-    assert carol["state"] == "failed" and "bob" in carol["error"], carol
+    mesh_wait = _select_without_bob(cluster, "bob-absent", "no message within")
     cluster.faults("bob")
     assert healthy(cluster)
     _retry_select(cluster, files, "bob-absent-retry")
@@ -393,9 +388,7 @@ def test_failed_jobs_free_their_memory(cluster: FaultCluster, files: dict[str, P
     working = {s: (top[s] - idle[s]["rss"]) / mb for s in SERVERS}
     assert all(per_job[s] < max(2.0, working[s] / 4) for s in SERVERS), (per_job, working)
     assert healthy(cluster)
-    ok(cluster.client("analyst", "select", "--dataset", "wide", "--k", "20", "--result",
-                      "mem-retry"))
-    assert np.array_equal(fetch_values(cluster, "mem-retry"), plaintext([files["wide"]], 20))
+    select_checked(cluster, "wide", 20, "mem-retry", [files["wide"]])
     report(request, f"faults: {n}/{n} failed jobs (126 x 310, aborted in product) released "
            "their connections, parked mesh connections and tasks; RSS per job after warm-up "
            + ", ".join(f"{s} {per_job[s]:+.1f} MB (job working set {working[s]:.0f} MB)"

@@ -25,13 +25,14 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from reliability_common import (
+    SERVERS,
     alive,
     healthy,
     lsvt_slice,
-    make_config,
     ok,
     refused,
     report,
+    running_cluster,
     snapshot,
 )
 
@@ -43,7 +44,6 @@ from mpcnet.net.framing import MAGIC, PREFIX, FrameProtocol, encode
 from mpcnet.net.tls import client_context, dial, run
 from parties.server import sharing_of
 
-SERVERS = ("alice", "bob", "carol")
 SECRET = 0x5EC2E75EC2E7AB1E  # a value no log may ever show
 Case = Callable[["Env"], Awaitable[str]]
 
@@ -366,24 +366,22 @@ REQUESTS: dict[str, Case] = {
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     folder = tmp_path_factory.mktemp("hostile")
-    cluster = LocalCluster(folder, config_path=make_config(folder))
     certs = folder / "hostile-certs"
-    dep = cluster.dep
-    ca_key = load_pem_private_key((dep.ca.parent / "ca.key").read_bytes(), None)
-    ca = x509.load_pem_x509_certificate(dep.ca.read_bytes())
-    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
-    write_pair(*issue(ca_key, ca, "analyst", server=False, days=10,  # type: ignore[arg-type]
-                      not_before=long_ago), certs / "expired-analyst.pem",
-               certs / "expired-analyst.key")
-    write_pair(*issue(ca_key, ca, "bob", server=False),  # type: ignore[arg-type]
-               certs / "fake-bob.pem", certs / "fake-bob.key")
-    write_pair(*issue(ca_key, ca, "stranger", server=False),  # type: ignore[arg-type]
-               certs / "stranger.pem", certs / "stranger.key")
-    rogue_key, rogue_ca = make_ca("rogue CA")
-    write_pair(*issue(rogue_key, rogue_ca, "analyst", server=False),
-               certs / "rogue-analyst.pem", certs / "rogue-analyst.key")
-    with cluster:
-        cluster.start()
+    with running_cluster(folder) as cluster:
+        dep = cluster.dep
+        ca_key = load_pem_private_key((dep.ca.parent / "ca.key").read_bytes(), None)
+        ca = x509.load_pem_x509_certificate(dep.ca.read_bytes())
+        long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+        write_pair(*issue(ca_key, ca, "analyst", server=False, days=10,  # type: ignore[arg-type]
+                          not_before=long_ago), certs / "expired-analyst.pem",
+                   certs / "expired-analyst.key")
+        write_pair(*issue(ca_key, ca, "bob", server=False),  # type: ignore[arg-type]
+                   certs / "fake-bob.pem", certs / "fake-bob.key")
+        write_pair(*issue(ca_key, ca, "stranger", server=False),  # type: ignore[arg-type]
+                   certs / "stranger.pem", certs / "stranger.key")
+        rogue_key, rogue_ca = make_ca("rogue CA")
+        write_pair(*issue(rogue_key, rogue_ca, "analyst", server=False),
+                   certs / "rogue-analyst.pem", certs / "rogue-analyst.key")
         csv_path = lsvt_slice(folder / "base.csv", slice(0, 40), list(range(8)))
         ok(cluster.client("hospital-a", "share", str(csv_path), "--dataset", "base",
                           "--label", "label"))

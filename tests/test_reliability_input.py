@@ -17,19 +17,17 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 from reliability_common import (
     alive,
-    fetch_values,
     healthy,
     listing,
-    lsvt_slice,
-    make_config,
+    lsvt_files,
     ok,
-    plaintext,
     refused,
     report,
+    running_cluster,
+    select_checked,
     snapshot,
 )
 
@@ -40,10 +38,7 @@ Case = tuple[str, str, list[str], list[str]]  # name, identity, arguments, expec
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    folder = tmp_path_factory.mktemp("input")
-    c = LocalCluster(folder, config_path=make_config(folder))
-    with c:
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("input")) as c:
         yield c
 
 
@@ -66,12 +61,11 @@ def _set(row: int, col: int, value: str) -> object:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("bad")
-    base = lsvt_slice(d / "base.csv", slice(0, 40), list(range(8)))
-    f = {"base": base,
-         "more": lsvt_slice(d / "more.csv", slice(40, 80), list(range(8))),
-         "left": lsvt_slice(d / "left.csv", slice(0, 40), list(range(4)), label=False),
-         "short": lsvt_slice(d / "short.csv", slice(0, 30), list(range(4, 8))),
-         "shifted": lsvt_slice(d / "shifted.csv", slice(40, 80), list(range(1, 9)))}
+    f = lsvt_files(d, {"base": (slice(0, 40), range(8)), "more": (slice(40, 80), range(8)),
+                       "left": (slice(0, 40), range(4), False),
+                       "short": (slice(0, 30), range(4, 8)),
+                       "shifted": (slice(40, 80), range(1, 9))})
+    base = f["base"]
     text = base.read_text()
     lines = text.splitlines()
     f["ragged"] = d / "ragged.csv"
@@ -235,9 +229,6 @@ def test_another_owner_appends_to_an_existing_name(
     views = [next(d for d in v if d["name"] == "base") for v in by_server.values()]
     assert all(v == views[0] for v in views)
     assert views[0]["rows"] == 80 and views[0]["owners"] == ["hospital-a", "hospital-b"]
-    ok(cluster.client("analyst", "select", "--dataset", "base", "--k", "3", "--result",
-                      "base-both"))
-    assert np.array_equal(fetch_values(cluster, "base-both"),
-                          plaintext([files["base"], files["more"]], 3))
+    select_checked(cluster, "base", 3, "base-both", [files["base"], files["more"]])
     report(request, "bad input: re-upload to an existing name by another owner appended "
            "40 rows (80 in all, same digest on 3/3 servers); D' equals the plaintext selection")

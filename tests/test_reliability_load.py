@@ -23,12 +23,13 @@ from reliability_common import (
     finish,
     healthy,
     listing,
-    lsvt_slice,
-    make_config,
+    lsvt_files,
     ok,
     plaintext,
     refused,
     report,
+    running_cluster,
+    select_checked,
     start_cli,
 )
 
@@ -44,25 +45,17 @@ JOBS = [("analyst", "load-rows", 3, "a-rows"), ("analyst", "load-cols", 4, "a-co
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    folder = tmp_path_factory.mktemp("load")
-    config = make_config(folder, extra_clients=(("hospital-c", "owner"),
-                                                ("analyst-2", "analyst")))
-    c = LocalCluster(folder, config_path=config)
-    with c:
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("load"),
+                         extra_clients=(("hospital-c", "owner"), ("analyst-2", "analyst"))) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("csv")
-    return {"rows-a": lsvt_slice(d / "rows-a.csv", slice(0, 40), list(range(8))),
-            "rows-b": lsvt_slice(d / "rows-b.csv", slice(40, 80), list(range(8))),
-            "rows-c": lsvt_slice(d / "rows-c.csv", slice(80, 120), list(range(8))),
-            "cols-a": lsvt_slice(d / "cols-a.csv", slice(0, 60), list(range(20, 26)),
-                                 label=False),
-            "cols-b": lsvt_slice(d / "cols-b.csv", slice(0, 60), list(range(26, 32))),
-            "wide": lsvt_slice(d / "wide.csv", slice(0, 126), list(range(100, 160)))}
+    return lsvt_files(tmp_path_factory.mktemp("csv"), {
+        "rows-a": (slice(0, 40), range(8)), "rows-b": (slice(40, 80), range(8)),
+        "rows-c": (slice(80, 120), range(8)), "cols-a": (slice(0, 60), range(20, 26), False),
+        "cols-b": (slice(0, 60), range(26, 32)), "wide": (slice(0, 126), range(100, 160))})
 
 
 def _plaintext_columns(parts: list[Path], k: int) -> np.ndarray:
@@ -180,9 +173,7 @@ def test_two_owners_starting_one_dataset_at_once(cluster: LocalCluster, files: d
         view = next(d for d in by_server["alice"] if d["name"] == f"race-{i}")
         assert all(view in v for v in by_server.values()) and view["rows"] == 80
     order = [files[{"hospital-a": "rows-a", "hospital-b": "rows-b"}[o]] for o in view["owners"]]
-    ok(cluster.client("analyst", "select", "--dataset", f"race-{rounds - 1}", "--k", "3",
-                      "--result", "race-r"))
-    assert np.array_equal(fetch_values(cluster, "race-r"), plaintext(order, 3))
+    select_checked(cluster, f"race-{rounds - 1}", 3, "race-r", order)
     report(request, f"load: {rounds}/{rounds} races of two owners starting one dataset at once "
            "ended with both contributions stored, in one order on 3/3 servers; D' equals the "
            "plaintext selection")
