@@ -351,14 +351,35 @@ class Client:
         if progress is not None:
             progress(job)
         if job["state"] == "failed":
-            error = str(job["error"])
-            kind = PeerError if error.startswith(("PeerError", "HandshakeError")) else MPCError
-            if error.startswith("CheatingDetected"):
+            # the coordinator alone could misreport why (it may be the server that deviated):
+            # every member's own record goes into the message, and cheating seen by any wins
+            errors = [str(job["error"]), *await self._member_errors(job["id"])]
+            message = f"job {job['id']} failed: {errors[0]}" + "".join(
+                f"; {e}" for e in errors[1:])
+            if any("CheatingDetected" in e for e in errors):
                 cheat = CheatingDetected("job", "")
-                Exception.__init__(cheat, f"job {job['id']} failed: {error}")
+                Exception.__init__(cheat, message)
                 raise cheat
-            raise kind(f"job {job['id']} failed: {error}")
+            kind = PeerError if errors[0].startswith(("PeerError", "HandshakeError")) else MPCError
+            raise kind(message)
         return job  # type: ignore[no-any-return]
+
+    async def _member_errors(self, job_id: str) -> list[str]:
+        """'name: error' of every other server whose record of the job names an error."""
+        out = []
+        for s in self.dep.servers[1:]:
+            try:
+                sess = await ServerSession.open(self.dep, self.identity, s,
+                                                connect_timeout=self.dep.timeouts.probe)
+                try:
+                    j = (await sess.request("job", id=job_id))["job"]
+                finally:
+                    sess.close()
+            except MPCError:
+                continue  # a server that is down was already named by the coordinator
+            if j.get("error"):
+                out.append(f"{s.name}: {j['error']}")
+        return out
 
     async def _members_report(self, job_id: str) -> str:
         notes = []
