@@ -61,13 +61,11 @@ import numpy as np
 
 from mpcnet.dataset import BUNDLED, Table, bundled, one_hot, read_bundled
 from mpcnet.encoded import EncodedDataset, encode_table
-from mpcnet.featsel.gini_fs import gini_fs
+from mpcnet.featsel.local import select_in_process
 from mpcnet.fixedpoint import decode
-from mpcnet.net.local import run_local_sync
 from mpcnet.plain.scores import gini_best_split, msgini_fraction, mutual_information, pearson
 from mpcnet.plain.select import topk_fraction, topk_scores
 from mpcnet.schemes import registry
-from mpcnet.schemes.base import Shared
 
 INSTALL_HINT = "pip install -e '.[bench]'"
 SKLEARN_MISSING = (
@@ -174,21 +172,9 @@ def match_columns(reduced: np.ndarray, X: np.ndarray) -> list[int]:
 def private_msgini(values: np.ndarray, exponents: np.ndarray, codes: np.ndarray,
                    n_classes: int, k: int, security: str) -> PrivateSelection:
     """Run pi_GINI-FS on the encoded rows `values` in process; reconstruct and check D'."""
-    info = registry.get(security)
-    data = info.share(np.ascontiguousarray(values).view(np.uint64))
-    labels = info.share(one_hot(codes, n_classes))
-
-    async def party(engine):  # type: ignore[no-untyped-def]
-        s = await info.scheme.setup(engine)
-        result = await gini_fs(s, Shared(data[engine.party], s.lead),
-                               Shared(labels[engine.party], s.lead), n_classes, k, exponents)
-        return result.reduced.data, result.exponents.data
-
-    start = time.perf_counter()
-    outs = run_local_sync(info.n_parties, party)
-    seconds = time.perf_counter() - start
-    reduced = info.reconstruct({i: out[0] for i, out in enumerate(outs)}).view(np.int64)
-    chosen_exps = info.reconstruct({i: out[1] for i, out in enumerate(outs)}).view(np.int64)
+    run = select_in_process(security, values, one_hot(codes, n_classes), n_classes, k,
+                            exponents)
+    reduced, chosen_exps, seconds = run.reduced, run.exponents, run.seconds
     indices = match_columns(reduced, values)
     q, d = msgini_fraction(values, codes, n_classes)
     plain = topk_fraction(q, d, k)

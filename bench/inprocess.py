@@ -12,40 +12,24 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 
 from mpcnet.dataset import BUNDLED, read_bundled
 from mpcnet.encoded import EncodedDataset, encode_table
-from mpcnet.featsel.gini_fs import gini_fs
-from mpcnet.net.local import run_local_sync
+from mpcnet.featsel.local import select_in_process
 from mpcnet.plain.scores import msgini_fraction
 from mpcnet.plain.select import topk_fraction
 from mpcnet.schemes import registry
-from mpcnet.schemes.base import Shared
 
 
 def run_once(security: str, ds: EncodedDataset, k: int) -> tuple[float, dict, bool]:
     """One private selection; returns (seconds, party 0's report, equals plaintext)."""
-    info = registry.get(security)
-    data = info.share(ds.values.view(np.uint64))
-    labels = info.share(ds.label_matrix)
-
-    async def party(engine):  # type: ignore[no-untyped-def]
-        s = await info.scheme.setup(engine)
-        result = await gini_fs(s, Shared(data[engine.party], s.lead),
-                               Shared(labels[engine.party], s.lead), ds.n_classes, k,
-                               ds.exponents)
-        return result.reduced.data, engine.report()
-
-    start = time.perf_counter()
-    outs = run_local_sync(info.n_parties, party)
-    seconds = time.perf_counter() - start
-    reduced = info.reconstruct({i: out[0] for i, out in enumerate(outs)}).view(np.int64)
+    run = select_in_process(security, ds.values, ds.label_matrix, ds.n_classes, k,
+                            ds.exponents)
     q, d = msgini_fraction(ds.values, ds.codes, ds.n_classes)
-    equal = np.array_equal(reduced, ds.values[:, topk_fraction(q, d, k)])
-    return seconds, outs[0][1], equal
+    equal = np.array_equal(run.reduced, ds.values[:, topk_fraction(q, d, k)])
+    return run.seconds, run.report, equal
 
 
 def main() -> None:

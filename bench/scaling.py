@@ -95,16 +95,12 @@ def _vm(key: str) -> int:
 def run_point(m: int, p: int, k: int, security: str) -> dict[str, Any]:
     """One private selection with all parties in this process; figures of party 0."""
     from mpcnet.encoded import encode_table
-    from mpcnet.featsel.gini_fs import gini_fs
-    from mpcnet.net.local import run_local_sync
+    from mpcnet.featsel.local import select_in_process
     from mpcnet.plain import msgini_fraction, topk_fraction
     from mpcnet.schemes import registry
-    from mpcnet.schemes.base import Shared
 
     info = registry.get(security)
     ds = encode_table(_synthetic(m, p))
-    data = info.share(ds.values.view(np.uint64))
-    labels = info.share(ds.label_matrix)
     reset = True
     try:
         Path("/proc/self/clear_refs").write_text("5")
@@ -112,22 +108,16 @@ def run_point(m: int, p: int, k: int, security: str) -> dict[str, Any]:
         reset = False
     rss_before = _vm("VmRSS")
 
-    async def party(engine: Any) -> Any:
-        s = await info.scheme.setup(engine)
-        res = await gini_fs(s, Shared(data[engine.party], s.lead),
-                            Shared(labels[engine.party], s.lead), ds.n_classes, k,
-                            ds.exponents)
-        return res.reduced.data, engine.report()
-
     t0, c0 = time.perf_counter(), time.process_time()
-    outs = run_local_sync(info.n_parties, party, round_timeout=None)
+    run = select_in_process(security, ds.values, ds.label_matrix, ds.n_classes, k,
+                            ds.exponents, round_timeout=None)
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - c0
     peak = _vm("VmHWM")
-    reduced = info.reconstruct({i: o[0] for i, o in enumerate(outs)}).view(np.int64)
+    reduced = run.reduced
     q, d = msgini_fraction(ds.values, ds.codes, ds.n_classes)
     equal = bool(np.array_equal(reduced, ds.values[:, topk_fraction(q, d, k)]))
-    rep = outs[0][1]
+    rep = run.report
     return {"m": m, "p": p, "k": k, "security": security, "n_parties": info.n_parties,
             "seconds": seconds, "cpu_share": cpu / seconds, "rounds": rep["rounds"],
             "bytes_sent": rep["bytes_sent"],

@@ -353,7 +353,9 @@ class Client:
         if job["state"] == "failed":
             # the coordinator alone could misreport why (it may be the server that deviated):
             # every member's own record goes into the message, and cheating seen by any wins
-            errors = [str(job["error"]), *await self._member_errors(job["id"])]
+            errors = [str(job["error"])] + [
+                f"{name}: {rec['error']}" for name, rec in await self._member_records(job["id"])
+                if not isinstance(rec, MPCError) and rec.get("error")]
             message = f"job {job['id']} failed: {errors[0]}" + "".join(
                 f"; {e}" for e in errors[1:])
             if any("CheatingDetected" in e for e in errors):
@@ -364,37 +366,27 @@ class Client:
             raise kind(message)
         return job  # type: ignore[no-any-return]
 
-    async def _member_errors(self, job_id: str) -> list[str]:
-        """'name: error' of every other server whose record of the job names an error."""
-        out = []
-        for s in self.dep.servers[1:]:
+    async def _member_records(self, job_id: str) -> list[tuple[str, dict[str, Any] | MPCError]]:
+        """Every other server's own record of the job, or why it could not be read; the
+        servers are asked at once."""
+        async def one(s: ServerConfig) -> tuple[str, dict[str, Any] | MPCError]:
             try:
                 sess = await ServerSession.open(self.dep, self.identity, s,
                                                 connect_timeout=self.dep.timeouts.probe)
                 try:
-                    j = (await sess.request("job", id=job_id))["job"]
+                    return s.name, (await sess.request("job", id=job_id))["job"]
                 finally:
                     sess.close()
-            except MPCError:
-                continue  # a server that is down was already named by the coordinator
-            if j.get("error"):
-                out.append(f"{s.name}: {j['error']}")
-        return out
+            except MPCError as exc:
+                return s.name, exc
+
+        return list(await asyncio.gather(*(one(s) for s in self.dep.servers[1:])))
 
     async def _members_report(self, job_id: str) -> str:
-        notes = []
-        for s in self.dep.servers[1:]:
-            try:
-                sess = await ServerSession.open(self.dep, self.identity, s,
-                                                connect_timeout=self.dep.timeouts.probe)
-                try:
-                    j = (await sess.request("job", id=job_id))["job"]
-                finally:
-                    sess.close()
-                notes.append(f"{s.name}: {j['state']}" + (f" ({j['error']})" if j.get("error")
-                                                          else ""))
-            except MPCError as exc:
-                notes.append(f"{s.name}: {exc}")
+        """'; name: state (error)' for every other server, for a lost coordinator."""
+        notes = [f"{name}: {rec}" if isinstance(rec, MPCError) else
+                 f"{name}: {rec['state']}" + (f" ({rec['error']})" if rec.get("error") else "")
+                 for name, rec in await self._member_records(job_id)]
         return "; " + "; ".join(notes) if notes else ""
 
     # -- fetch --------------------------------------------------------------------------------

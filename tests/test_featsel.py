@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_protocol
+from conftest import ROOT
 
 from mpcnet.dataset import read_bundled
 from mpcnet.encoded import EncodedDataset, encode_table
 from mpcnet.errors import InputError
-from mpcnet.featsel.gini_fs import gini_fs
+from mpcnet.featsel.local import select_in_process
 from mpcnet.plain.scores import msgini_fraction
 from mpcnet.plain.select import topk_fraction
 
@@ -21,13 +21,8 @@ EXPECTED = json.loads((ROOT / "data" / "expected_msgini.json").read_text())
 def private_selection(scheme: str, ds: EncodedDataset,
                       k: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Run pi_GINI-FS on ``ds``; return D', the selected exponents and party 0's report."""
-
-    async def body(s, data, labels):  # type: ignore[no-untyped-def]
-        result = await gini_fs(s, data, labels, ds.n_classes, k, ds.exponents)
-        return (await s.open(result.reduced), await s.open(result.exponents), s.engine.report())
-
-    outs = run_protocol(scheme, {"data": ds.values, "labels": ds.label_matrix}, body)
-    return outs[0][0].view(np.int64), outs[0][1].view(np.int64), outs[0][2]
+    run = select_in_process(scheme, ds.values, ds.label_matrix, ds.n_classes, k, ds.exponents)
+    return run.reduced, run.exponents, run.report
 
 
 def plain_selection(ds: EncodedDataset, k: int) -> list[int]:

@@ -52,7 +52,8 @@ async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shar
         above_all = concat([above.T, s.sub(b, above.sum(1)).reshape(1, p)]).reshape(-1, p)
         below_all = concat([below.T, s.sub(a, below.sum(1)).reshape(1, p)]).reshape(-1, p)
         # Lines 15-16: A.A and B.B per feature, then b + [b == 0] with [b == 0] = [b - 1 < 0].
-        squares = await s.mul(concat([below_all, above_all]), concat([below_all, above_all]))
+        counts = concat([below_all, above_all])
+        squares = await s.mul(counts, counts)
         sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
         a_dot, b_dot = sq_below.sum(0), sq_above.sum(0)
         b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
