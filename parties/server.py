@@ -521,7 +521,6 @@ class PartyServer:
         """Run the protocol of ``job`` over the connected mesh and store the result share."""
         from mpcnet.featsel.gini_fs import gini_fs
         from mpcnet.schemes import registry
-        from mpcnet.schemes.base import Shared
 
         channel = TLSChannel(self.party, job.n_parties, job.id, conns)
         engine = RoundEngine(channel, self.t.round + self.t.handshake)
@@ -540,12 +539,13 @@ class PartyServer:
             exponents = np.asarray(schema["exponents"], dtype=np.int64)
             with engine.phase("setup"):
                 scheme = await info.scheme.setup(engine)
-            lead = scheme.lead
-            res = await gini_fs(scheme, Shared(data, lead), Shared(labels, lead),
-                                len(schema["classes"]), job.k, exponents)
+            data_shares, label_shares = await scheme.input(data, labels)
             del data, labels
+            res = await gini_fs(scheme, data_shares, label_shares, len(schema["classes"]),
+                                job.k, exponents)
+            del data_shares, label_shares
             staged, files = self.storage.stage_result(
-                {"reduced": res.reduced.data, "exponents": res.exponents.data})
+                {"reduced": scheme.output(res.reduced), "exponents": scheme.output(res.exponents)})
             with engine.phase("commit"):
                 await engine.broadcast(np.ones(1, dtype=np.uint8))  # all staged: commit
             result_manifest = {

@@ -12,7 +12,7 @@ import pytest
 
 from mpcnet.net.local import run_local_sync
 from mpcnet.schemes import registry
-from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.schemes.base import Scheme
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -30,7 +30,8 @@ def run_protocol(scheme: str, inputs: dict[str, np.ndarray],
 
     async def party(engine: Any) -> Any:
         s: Scheme = await info.scheme.setup(engine)
-        args = {name: Shared(sh[engine.party], s.lead) for name, sh in shares.items()}
+        mine = await s.input(*(sh[engine.party] for sh in shares.values()))
+        args = dict(zip(shares, mine, strict=True))
         return await body(s, **args)
 
     return run_local_sync(info.n_parties, party)

@@ -18,7 +18,7 @@ from mpcnet.featsel.gini_fs import gini_fs
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.loopback import loopback_mesh
 from mpcnet.schemes import rep4
-from mpcnet.schemes.base import Shared
+from mpcnet.schemes.faults import FaultInjector
 
 M, P, K = 24, 5, 2
 
@@ -30,7 +30,7 @@ def _dataset() -> tuple[np.ndarray, np.ndarray]:
     return values, (codes == 0).astype(np.uint64).reshape(M, 1)
 
 
-async def _run(fault: rep4.FaultInjector | None, bad_input: int | None = None) -> list[object]:
+async def _run(fault: FaultInjector | None, bad_input: int | None = None) -> list[object]:
     """Each party's outcome: its opened D', or the exception it raised. ``bad_input`` names a
     party that uses a wrong share of one input value instead of what the client sent."""
     values, labels = _dataset()
@@ -41,8 +41,8 @@ async def _run(fault: rep4.FaultInjector | None, bad_input: int | None = None) -
 
     async def party(engine: RoundEngine) -> np.ndarray:
         s = await rep4.Rep4.setup(engine, fault=fault)
-        result = await gini_fs(s, Shared(data[engine.party], s.lead),
-                               Shared(lab[engine.party], s.lead), 2, K, np.zeros(P, np.int64))
+        mine_data, mine_labels = await s.input(data[engine.party], lab[engine.party])
+        result = await gini_fs(s, mine_data, mine_labels, 2, K, np.zeros(P, np.int64))
         return await s.open(result.reduced)
 
     engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(4)]
@@ -65,7 +65,7 @@ def _messages_of_each_kind() -> dict[tuple[int, str], int]:
     """How many messages of each kind each party sends in an honest run."""
     counts: dict[tuple[int, str], int] = {}
 
-    class Counter(rep4.FaultInjector):
+    class Counter(FaultInjector):
         def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
             counts[(party, kind)] = counts.get((party, kind), 0) + 1
             return payload
@@ -100,7 +100,7 @@ def test_every_message_kind_and_position_is_detected(cheater: int) -> None:
         if party != cheater or kind == "key-confirm":
             continue
         for position in sorted({0, n // 2, n - 1}):
-            fault = rep4.FaultInjector(cheater, kind, after=position, delta=1 << 20)
+            fault = FaultInjector(cheater, kind, after=position, delta=1 << 20)
             outcomes = asyncio.run(_run(fault))
             cases += 1
             honest = [o for i, o in enumerate(outcomes) if i != cheater]

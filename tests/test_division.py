@@ -109,7 +109,10 @@ def test_division_rounds_do_not_grow_with_the_batch(scheme: str) -> None:
 
     small, large = rounds(1), rounds(100)
     assert small == large
-    assert small[0] <= 21 and small[1] <= 33
+    # active3 checks before every opening: 3 or 4 more rounds per opening, one more round per
+    # bit conversion (it authenticates the bits' components)
+    bound = {"active3": (40, 60)}.get(scheme, (21, 33))
+    assert small[0] <= bound[0] and small[1] <= bound[1], small
 
 
 def test_impossible_ranges_are_refused() -> None:

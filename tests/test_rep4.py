@@ -19,7 +19,9 @@ from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
 from mpcnet.schemes import registry, rep4
 from mpcnet.schemes.base import Shared
-from mpcnet.schemes.rep4 import FaultInjector, Rep4
+from mpcnet.schemes.faults import FaultInjector
+from mpcnet.schemes.rep4 import Rep4
+from mpcnet.schemes.replicated import checked_words
 
 U64 = np.uint64
 EDGE = np.array([0, 1, -1, 2, -2, 2**32, 2**62, -(2**62), 2**63 - 1, -(2**63), 3**39, -(5**27)],
@@ -199,7 +201,7 @@ def test_components() -> None:
     async def body(s: Rep4, x: Shared) -> tuple[list[np.ndarray], list[np.ndarray]]:
         arith = [await s.open_binary(c) for c in s.arith_components(x)]
         b = s.xor_public(arith_as_binary(x), 1)
-        bits = [await s.open(c) for c in s.bit_components(b)]
+        bits = [await s.open(c) for c in await s.bit_components(b)]
         return arith, bits
 
     def arith_as_binary(x: Shared) -> Shared:
@@ -222,8 +224,8 @@ def test_components_are_local() -> None:
     async def body(s: Rep4, x: Shared) -> int:
         before = s.engine.rounds
         s.arith_components(x)
-        s.bit_components(Shared(x.data, 1, True))
-        s.random((5,))
+        await s.bit_components(Shared(x.data, 1, True))
+        await s.random((5,))
         s.public(np.arange(3, dtype=U64))
         return s.engine.rounds - before
 
@@ -232,7 +234,7 @@ def test_components_are_local() -> None:
 
 def test_random() -> None:
     async def body(s: Rep4) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        r1, r2 = s.random((1000,)), s.random((1000,))
+        r1, r2 = await s.random((1000,)), await s.random((1000,))
         return await s.open(r1), await s.open(r2), list(r1.data)
 
     results = run(body)
@@ -260,7 +262,7 @@ def test_chained_products(check: str) -> None:
         for _ in range(5):
             acc = await s.mul(acc, x)
             out.append(await s.open(acc))
-            acc = s.add(acc, s.random(x.shape))
+            acc = s.add(acc, await s.random(x.shape))
             out.append(await s.open(acc))
         await s.verify()
         return out
@@ -300,7 +302,7 @@ def test_product_costs_one_round_and_twelve_bytes(binary: bool) -> None:
     n = 100_000
 
     async def body(s: Rep4) -> tuple[int, int, int]:
-        x, y = s.random((n,)), s.random((n,))
+        x, y = await s.random((n,)), await s.random((n,))
         if binary:
             x, y = Shared(x.data, 1, True), Shared(y.data, 1, True)
         before_r, before_b = s.engine.rounds, s.engine.bytes_sent
@@ -507,12 +509,12 @@ def test_tampered_key_confirmation(cheater: int) -> None:
 
 
 def test_malformed_message_is_rejected() -> None:
-    ok = rep4._checked(np.zeros(4, dtype=U64), 4, "open consistency", 0, 1)
+    ok = checked_words(np.zeros(4, dtype=U64), 4, "open consistency", 0, 1)
     assert ok.shape == (4,)
     with pytest.raises(CheatingDetected, match="open consistency"):
-        rep4._checked(np.zeros(3, dtype=U64), 4, "open consistency", 0, 1)
+        checked_words(np.zeros(3, dtype=U64), 4, "open consistency", 0, 1)
     with pytest.raises(CheatingDetected, match="open consistency"):
-        rep4._checked(np.zeros(4, dtype=np.float64), 4, "open consistency", 0, 1)
+        checked_words(np.zeros(4, dtype=np.float64), 4, "open consistency", 0, 1)
 
 
 def test_fault_injector_is_off_by_default() -> None:

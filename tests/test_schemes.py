@@ -74,7 +74,7 @@ def test_binary_and_xor_and_components(scheme: str) -> None:
         anded = await s.and_(xs[0], ys[0])
         opened_x = [await s.open_binary(c) for c in xs]
         opened_y0 = await s.open_binary(ys[0])
-        bits = [await s.open(c) for c in s.bit_components(s.xor_public(xs[0], 5))]
+        bits = [await s.open(c) for c in await s.bit_components(s.xor_public(xs[0], 5))]
         return opened_x, opened_y0, await s.open_binary(anded), bits
 
     outs = run_protocol(scheme, {"x": x, "y": y}, body)
@@ -93,7 +93,7 @@ def test_binary_and_xor_and_components(scheme: str) -> None:
 
 def test_random_is_shared_and_fresh(scheme: str) -> None:
     async def body(s):  # type: ignore[no-untyped-def]
-        return await s.open(s.random((1000,))), await s.open(s.random((1000,)))
+        return await s.open(await s.random((1000,))), await s.open(await s.random((1000,)))
 
     r1, r2 = opened(run_protocol(scheme, {}, body))
     assert not np.array_equal(r1, r2)

@@ -17,7 +17,6 @@ from mpcnet.featsel.gini_fs import gini_fs
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
 from mpcnet.schemes import registry
-from mpcnet.schemes.base import Shared
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,9 +39,9 @@ def select_in_process(security: str, values: np.ndarray, label_matrix: np.ndarra
 
     async def party(engine: RoundEngine) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         s = await info.scheme.setup(engine)
-        result = await gini_fs(s, Shared(data[engine.party], s.lead),
-                               Shared(labels[engine.party], s.lead), n_classes, k, exponents)
-        return result.reduced.data, result.exponents.data, engine.report()
+        mine_data, mine_labels = await s.input(data[engine.party], labels[engine.party])
+        result = await gini_fs(s, mine_data, mine_labels, n_classes, k, exponents)
+        return s.output(result.reduced), s.output(result.exponents), engine.report()
 
     start = time.perf_counter()
     outs = run_local_sync(info.n_parties, party, round_timeout)

@@ -40,22 +40,22 @@ async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shar
         raise InputError(f"MS-GINI needs between 2 and {MAX_ROWS - 1} rows, got {m}")
     # Protocol 2, lines 1 and 4: flag_ij = [theta_j < f_ij] = [S_j - m*f_ij < 0].
     with s.engine.phase("scoring"):
-        column_sums = data.sum(0).reshape(1, p).broadcast_to((m, p))
+        column_sums = s.sum(data, 0).reshape(1, p).broadcast_to((m, p))
         flags = await ltz(s, s.sub(column_sums, s.mul_public(data, m)))
         # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c] (one matrix product).
-        b = flags.sum(0)
+        b = s.sum(flags, 0)
         above = await s.matmul(flags.T, labels)  # p x (n-1)
-        label_counts = labels.sum(0).reshape(1, -1).broadcast_to(above.shape)
+        label_counts = s.sum(labels, 0).reshape(1, -1).broadcast_to(above.shape)
         # Lines 12-14: the last class and the '<=' side by subtraction.
         a = s.add_public(s.neg(b), m)
         below = s.sub(label_counts, above)
-        above_all = concat([above.T, s.sub(b, above.sum(1)).reshape(1, p)]).reshape(-1, p)
-        below_all = concat([below.T, s.sub(a, below.sum(1)).reshape(1, p)]).reshape(-1, p)
+        above_all = concat([above.T, s.sub(b, s.sum(above, 1)).reshape(1, p)]).reshape(-1, p)
+        below_all = concat([below.T, s.sub(a, s.sum(below, 1)).reshape(1, p)]).reshape(-1, p)
         # Lines 15-16: A.A and B.B per feature, then b + [b == 0] with [b == 0] = [b - 1 < 0].
         counts = concat([below_all, above_all])
         squares = await s.mul(counts, counts)
         sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
-        a_dot, b_dot = sq_below.sum(0), sq_above.sum(0)
+        a_dot, b_dot = s.sum(sq_below, 0), s.sum(sq_above, 0)
         b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
         q_and_d = await s.mul(concat([b_nonzero, a, a]), concat([a_dot, b_dot, b_nonzero]))
         ba, ab, d = split(q_and_d, [(p,), (p,), (p,)])

@@ -15,16 +15,15 @@ Everything else here is built on that and on the scheme interface only:
   then sum 2^i * bit_i (2 rounds, 64 (c - 1) products per word for c components).
   ``b2a_masked`` is the byte-lean alternative: open w - r for a random arithmetic r whose binary
   form comes for free from its components (10 rounds for rep3, about 15x fewer bytes).
-- ``random_bits``: arithmetic sharings of uniform bits. The XOR of the binary sharings of the
-  components of a random ring element (``s.random``) is a random word that no single party
-  knows (each party misses a component); every one of its 64 bits becomes a shared bit through
-  ``bit_to_arith``. A random word itself is not a bit, hence this conversion.
+- ``random_bits``: arithmetic sharings of uniform bits. A random binary word
+  (``s.random_binary``) is one that no single party knows (each party misses a component);
+  every one of its 64 bits becomes a shared bit through ``bit_to_arith``. A random word itself
+  is not a bit, hence this conversion.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import reduce
 
 import numpy as np
 
@@ -39,14 +38,9 @@ def local_map(x: Shared, fn: Callable[[np.ndarray], np.ndarray]) -> Shared:
     return Shared(fn(x.data), x.lead, True)
 
 
-def xor_all(s: Scheme, parts: list[Shared]) -> Shared:
-    """XOR of binary sharings (local)."""
-    return reduce(s.xor, parts)
-
-
 async def bit_to_arith(s: Scheme, bits: Shared) -> Shared:
     """Arithmetic 0/1 sharing of bit 0 of every word of the binary sharing ``bits``."""
-    comps = s.bit_components(bits)
+    comps = await s.bit_components(bits)
     while len(comps) > 1:
         pairs = len(comps) // 2
         left, right = comps[0:2 * pairs:2], comps[1:2 * pairs:2]
@@ -125,7 +119,7 @@ async def b2a(s: Scheme, words: Shared, bits: int = 64) -> Shared:
         raise ValueError(f"b2a converts 1 to 64 bits, not {bits}")
     decomposed = await bits_of(s, words, range(bits))
     weights = (U64(1) << _POSITIONS[:bits]).reshape((bits,) + (1,) * len(words.shape))
-    return s.mul_public(decomposed, weights).sum(0)
+    return s.sum(s.mul_public(decomposed, weights), 0)
 
 
 async def b2a_masked(s: Scheme, words: Shared) -> Shared:
@@ -136,7 +130,7 @@ async def b2a_masked(s: Scheme, words: Shared) -> Shared:
     uniformly random, is opened. Rounds: reduction (2 for rep3) + 7 + 1 open; per word about
     15 ANDed words and one opened word, against 128 products for ``b2a`` under rep3.
     """
-    r = s.random(words.shape)
+    r = await s.random(words.shape)
     u, v = await reduce_components(s, s.arith_components(s.neg(r)) + [words])
     masked = await s.open_binary(await add_binary(s, u, v))
     return s.add_public(r, masked)
@@ -147,12 +141,11 @@ def random_bit_words(s: Scheme, count: int) -> Shared:
     """Binary sharing of ``count`` words whose bit 0 are independent uniform bits nobody knows
     (no communication); feed them to ``bit_to_arith``, possibly batched with other words.
 
-    The XOR of the binary sharings of the components of ``s.random`` is a uniform word whose
-    bits are hidden from each party (it misses at least one component); word j's bit i becomes
-    bit 0 of output word 64 j + i.
+    ``s.random_binary`` words are uniform and hidden from each party (each misses at least one
+    component); word j's bit i becomes bit 0 of output word 64 j + i.
     """
     words = -(-count // 64)
-    source = xor_all(s, s.arith_components(s.random((words,))))
+    source = s.random_binary((words,))
     return local_map(source, lambda d: (d[..., :, None] >> _POSITIONS)
                   .reshape(d.shape[:-1] + (64 * words,))[..., :count])
 

@@ -99,8 +99,8 @@ async def quotient(s: Scheme, a: Shared, b: Shared, f: int, lo: int, hi: int,
         return await trunc(s, x, shift, mask=mask)
 
     # u = 2^(hi-1-m) = 1 + sum_i [b < 2^i] 2^(hi-1-i)
-    scale = s.add_public(s.mul_public(below, np.left_shift(
-        U64(1), (hi - 1 - thresholds).astype(U64))[:, None]).sum(0), U64(1))
+    scale = s.add_public(s.sum(s.mul_public(below, np.left_shift(
+        U64(1), (hi - 1 - thresholds).astype(U64))[:, None]), 0), U64(1))
 
     # 2. normalise: X u in [2^(hi-1), 2^hi) exactly; c with F bits, n0 = Q c with f + g bits
     c_full, n_full = split(await s.mul(concat([b, a]), concat([scale, scale])),

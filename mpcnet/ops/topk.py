@@ -30,8 +30,8 @@ def ranks_from_losses(s: Scheme, i_loses: Shared, p: int) -> Shared:
     losses[lead + (rows, cols)] = i_loses.data
     loss_matrix = Shared(losses, s.lead)
     # rank_j = #{i : i beats j}; for i < j that is 1 - losses[i, j], for i > j losses[j, i]
-    beaten_by_lower = s.add_public(s.neg(loss_matrix.sum(0)), np.arange(p, dtype=np.uint64))
-    beaten_by_higher = loss_matrix.sum(1)
+    beaten_by_lower = s.add_public(s.neg(s.sum(loss_matrix, 0)), np.arange(p, dtype=np.uint64))
+    beaten_by_higher = s.sum(loss_matrix, 1)
     return s.add(beaten_by_lower, beaten_by_higher)
 
 
@@ -82,7 +82,7 @@ async def _losses_split(s: Scheme, num: Shared, den: Shared, q_bits: int, d_bits
     high = s.shift(words, -t)
     halves = await bits_of(s, concat([high, low]), range(max(q_bits - t, t)))
     weights = (np.uint64(1) << np.arange(halves.shape[0], dtype=np.uint64)).reshape(-1, 1)
-    num_split = s.mul_public(halves, weights).sum(0).reshape(2 * p, 1)  # [Nh; Nl]
+    num_split = s.sum(s.mul_public(halves, weights), 0).reshape(2 * p, 1)  # [Nh; Nl]
     cross = await s.matmul(num_split, den.reshape(1, p))  # N*_i * den_j
     rows, cols = _pairs(p)
     x = s.sub(cross[rows, cols], cross[cols, rows])

@@ -19,7 +19,8 @@ Two masks, chosen by ``k``:
   shares per value: for batches of millions, prefer ``k`` or split the batch.
 - ``k`` given, statistical: |x| < 2^k. Only the f low bits of r are shared random bits; the
   high part is the sum, over the c XOR components of a random word, of each component's bits
-  f..n-1, each taken with ``bit_components`` (local, no communication). The part that a party
+  f..n-1, each taken with ``bit_components`` (local under passive3 and active4, one round to
+  authenticate them under active3). The part that a party
   does not know is uniform on [0, 2^n), so c reveals x with statistical distance at most
   2^(k+1-n): ``statistical_security`` = n - k - 1 bits, where n is the largest width with
   c * 2^n + 2^(k+1) + 2^f <= 2^64 (no wrap): n = 62 for rep3 (61 - k bits of security), 61 for
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpcnet.ops.convert import a2b, bits_of, random_bits, xor_all
+from mpcnet.ops.convert import a2b, bits_of, local_map, random_bits
 from mpcnet.schemes.base import Scheme, Shared
 
 U64 = np.uint64
@@ -49,8 +50,7 @@ def _weights(exponents: np.ndarray) -> np.ndarray:
 
 def _component_count(s: Scheme) -> int:
     """Number of XOR components ``bit_components`` returns (3 for rep3, 4 for rep4)."""
-    empty = s.arith_components(s.public(np.zeros(0, dtype=U64)))[0]
-    return len(s.bit_components(empty))
+    return len(s.arith_components(s.public(np.zeros(0, dtype=U64))))
 
 
 def _mask_width(components: int, k: int, f: int) -> int:
@@ -94,10 +94,11 @@ async def _trunc_perfect(s: Scheme, x: Shared, f: int | np.ndarray,
         raise ValueError(f"trunc mask must have shape {(64,) + shape}, not {bits.shape}")
     bits = bits.reshape(64, count)
     position = np.arange(64)[:, None]
-    r = s.mul_public(bits, _weights(position)).sum(0)
+    r = s.sum(s.mul_public(bits, _weights(position)), 0)
     # r_hi = (r mod 2^63) >> t: bits t..62 weighted 2^(i - t)
     keep = (position >= t) & (position <= 62)
-    r_hi = s.mul_public(bits, np.where(keep, _weights(np.maximum(position - t, 0)), U64(0))).sum(0)
+    r_hi = s.sum(s.mul_public(bits, np.where(keep, _weights(np.maximum(position - t, 0)), U64(0))),
+                 0)
     opened = await s.open(s.add(s.add_public(x.reshape(count), U64(1 << 62)), r))
     low, top = opened & U64((1 << 63) - 1), opened >> U64(63)
     # s = x + 2^62 + (r mod 2^63) < 2^64 has s mod 2^63 = low and s_63 = top XOR r_63, so
@@ -114,18 +115,18 @@ async def _trunc_statistical(s: Scheme, x: Shared, f: int, k: int) -> Shared:
         return x
     shape, count = x.shape, x.size
     bound = max(k, f)  # x + 2^bound is non-negative and its shift by f exact
-    source = xor_all(s, s.arith_components(s.random((count,))))
-    width = _mask_width(len(s.bit_components(source[0:0])), bound, f)
+    source = s.random_binary((count,))
+    width = _mask_width(_component_count(s), bound, f)
     if f < 0 or width - bound - 1 < 1:
         raise ValueError(f"trunc: |x| < 2^{k} leaves no statistical masking in Z_2^64 (mask "
                          f"width {width}); lower k or use k=None (perfect mask, |x| < 2^62)")
     low_bits = await random_bits(s, (f, count))
-    r_low = s.mul_public(low_bits, _weights(np.arange(f))[:, None]).sum(0)
-    # high part: sum over components of bits f..width-1 of each, from bit_components (local)
-    r_high = s.public(np.zeros(count, dtype=U64))
-    for i in range(f, width):
-        parts = s.bit_components(s.shift(source, -i))
-        r_high = s.add(r_high, s.mul_public(_ring_sum(s, parts), U64(1 << (i - f))))
+    r_low = s.sum(s.mul_public(low_bits, _weights(np.arange(f))[:, None]), 0)
+    # high part: sum over components of bits f..width-1 of each, from bit_components
+    positions = np.arange(f, width, dtype=U64)
+    spread = local_map(source, lambda d: d[..., None, :] >> positions[:, None])
+    parts = await s.bit_components(spread)
+    r_high = s.sum(s.mul_public(_ring_sum(s, parts), _weights(positions - U64(f))[:, None]), 0)
     r = s.add(r_low, s.mul_public(r_high, U64(1 << f)))
     opened = await s.open(s.add(s.add_public(x.reshape(count), U64(1 << bound)), r))
     # opened >> f = (x + 2^bound + r_low) >> f + r_high, with (x + 2^bound + r_low) >> f =
@@ -152,4 +153,4 @@ async def trunc_exact(s: Scheme, x: Shared, f: int) -> Shared:
     bits = await bits_of(s, await a2b(s, x), range(f, 64))
     weights = _weights(np.arange(64 - f))
     weights[-1:] = U64(0) - weights[-1:]  # array op: wraps without a warning
-    return s.mul_public(bits, weights.reshape((64 - f,) + (1,) * len(x.shape))).sum(0)
+    return s.sum(s.mul_public(bits, weights.reshape((64 - f,) + (1,) * len(x.shape))), 0)

@@ -66,12 +66,6 @@ class Shared:
         axes = list(range(self.lead)) + list(range(self.data.ndim - 1, self.lead - 1, -1))
         return self._with(self.data.transpose(axes))
 
-    def sum(self, axis: int) -> Shared:
-        """Sum over a logical axis (arithmetic shares only; local)."""
-        assert not self.binary, "sum of binary shares is not a ring sum"
-        ax = axis + self.lead if axis >= 0 else axis
-        return self._with(self.data.sum(axis=ax, dtype=np.uint64))
-
     def broadcast_to(self, shape: tuple[int, ...]) -> Shared:
         return self._with(np.broadcast_to(self.data, self.data.shape[:self.lead] + shape))
 
@@ -112,6 +106,17 @@ class Scheme(ABC):
     def party(self) -> int:
         return self.engine.party
 
+    # -- inputs and outputs ----------------------------------------------------------------
+    async def input(self, *shares: np.ndarray) -> list[Shared]:
+        """This party's shares of client inputs (as made by the registry's ``share``) as
+        sharings of this scheme; active schemes add what the client cannot make (MACs)."""
+        return [Shared(np.asarray(d), self.lead) for d in shares]
+
+    def output(self, x: Shared) -> np.ndarray:
+        """The share array this party hands to the analyst (the registry's ``reconstruct``
+        combines them); call only after ``verify``."""
+        return x.data
+
     # -- local arithmetic ------------------------------------------------------------------
     def add(self, x: Shared, y: Shared) -> Shared:
         return Shared(x.data + y.data, self.lead)
@@ -121,6 +126,12 @@ class Scheme(ABC):
 
     def neg(self, x: Shared) -> Shared:
         return Shared(np.uint64(0) - x.data, self.lead)
+
+    def sum(self, x: Shared, axis: int) -> Shared:
+        """Sum over a logical axis (arithmetic shares; local)."""
+        assert not x.binary, "sum of binary shares is not a ring sum"
+        ax = axis + x.lead if axis >= 0 else axis
+        return Shared(x.data.sum(axis=ax, dtype=np.uint64), x.lead)
 
     def mul_public(self, x: Shared, c: Public) -> Shared:
         """x * c for a public integer array c (broadcast over the logical shape)."""
@@ -152,21 +163,25 @@ class Scheme(ABC):
         """Reveal x to every party (after the scheme's checks)."""
 
     @abstractmethod
-    def random(self, shape: tuple[int, ...]) -> Shared:
-        """A sharing of a uniformly random ring element nobody knows (no communication)."""
+    async def random(self, shape: tuple[int, ...]) -> Shared:
+        """A sharing of a uniformly random ring element nobody knows."""
+
+    @abstractmethod
+    def random_binary(self, shape: tuple[int, ...]) -> Shared:
+        """A binary sharing of uniformly random words nobody knows (no communication)."""
 
     # -- binary (bit-sliced) ---------------------------------------------------------------
     def xor(self, x: Shared, y: Shared) -> Shared:
-        return Shared(x.data ^ y.data, self.lead, True)
+        return Shared(x.data ^ y.data, x.lead, True)
 
     def and_public(self, x: Shared, mask: Public) -> Shared:
-        return Shared(x.data & to_ring(mask), self.lead, True)
+        return Shared(x.data & to_ring(mask), x.lead, True)
 
     def shift(self, x: Shared, bits: int) -> Shared:
         """Logical shift of every word: left for positive ``bits``, right for negative."""
         if bits >= 0:
-            return Shared(x.data << np.uint64(bits), self.lead, True)
-        return Shared(x.data >> np.uint64(-bits), self.lead, True)
+            return Shared(x.data << np.uint64(bits), x.lead, True)
+        return Shared(x.data >> np.uint64(-bits), x.lead, True)
 
     @abstractmethod
     def xor_public(self, x: Shared, c: Public) -> Shared:
@@ -186,8 +201,9 @@ class Scheme(ABC):
         """Binary sharings of the additive components of x (their ring sum is x); local."""
 
     @abstractmethod
-    def bit_components(self, b: Shared) -> list[Shared]:
-        """Arithmetic sharings of the XOR components of the bit in position 0 of b; local."""
+    async def bit_components(self, b: Shared) -> list[Shared]:
+        """Arithmetic sharings of the XOR components of the bit in position 0 of b (local for
+        passive schemes; an active scheme may need a round to authenticate them)."""
 
     # -- checks ----------------------------------------------------------------------------
     def note_input(self, x: Shared) -> None:  # noqa: B027 - passive schemes trust inputs

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpcnet.errors import ConfigError
-from mpcnet.schemes import rep3, rep4
+from mpcnet.schemes import rep3, rep4, spdz3
 from mpcnet.schemes.base import Scheme
 
 
@@ -27,6 +27,8 @@ class SchemeInfo:
 SCHEMES: dict[str, SchemeInfo] = {
     "passive3": SchemeInfo("passive3", 3, rep3.Rep3, rep3.share, rep3.reconstruct,
                            "passive3"),
+    "active3": SchemeInfo("active3", 3, spdz3.Spdz3, rep3.share, rep3.reconstruct,
+                          "passive3"),
     "active4": SchemeInfo("active4", 4, rep4.Rep4, rep4.share, rep4.reconstruct,
                           "active4"),
 }

@@ -75,10 +75,15 @@ class Rep3(Scheme):
         """Room for a reshared result; row 0 takes this party's 3-out-of-3 term in place."""
         return np.empty((2,) + shape, dtype=U64)
 
-    async def _reshare(self, out: np.ndarray, binary: bool) -> Shared:
+    def _outgoing(self, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        """Every message of a product passes here (an active subclass may inspect it)."""
+        return payload
+
+    async def _reshare(self, out: np.ndarray, binary: bool, kind: str = "product") -> Shared:
         """From 3-out-of-3 terms z_i (in out[0]) to replicated (z_i, z_{i+1}): send z_i to
         party i-1, receive z_{i+1} from party i+1 into out[1]."""
-        got = await self.engine.exchange({self.prev_party: out[0]}, [self.next_party])
+        got = await self.engine.exchange(
+            {self.prev_party: self._outgoing(kind, self.prev_party, out[0])}, [self.next_party])
         out[1] = got[self.next_party]
         return Shared(out, 1, binary)
 
@@ -117,8 +122,16 @@ class Rep3(Scheme):
         got = await self.engine.exchange({self.prev_party: x.data[1]}, [self.next_party])
         return x.data[0] + x.data[1] + got[self.next_party]
 
-    def random(self, shape: tuple[int, ...]) -> Shared:
-        return Shared(np.stack([self._prev.words(shape), self._next.words(shape)]), 1)
+    def _random_words(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Components x_i (key with party i-1) and x_{i+1} (key with party i+1) of a random
+        value: each is derived by both its holders and unknown to the third party."""
+        return np.stack([self._prev.words(shape), self._next.words(shape)])
+
+    async def random(self, shape: tuple[int, ...]) -> Shared:
+        return Shared(self._random_words(shape), 1)
+
+    def random_binary(self, shape: tuple[int, ...]) -> Shared:
+        return Shared(self._random_words(shape), 1, True)
 
     # -- binary ----------------------------------------------------------------------------
     def xor_public(self, x: Shared, c: Public) -> Shared:
@@ -130,15 +143,19 @@ class Rep3(Scheme):
             data[1] ^= c
         return Shared(data, 1, True)
 
-    async def and_(self, x: Shared, y: Shared) -> Shared:
-        a, b = np.broadcast_arrays(x.data, y.data)
+    def _and_terms(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """This party's 3-out-of-3 term of a AND b (in row 0 of a fresh result array)."""
         out = self._terms(a.shape[1:])
         z = out[0]
         np.bitwise_xor(b[0], b[1], out=z)
         z &= a[0]
         z ^= a[1] & b[0]
         z ^= self._zero_xor(z.shape)
-        return await self._reshare(out, True)
+        return out
+
+    async def and_(self, x: Shared, y: Shared) -> Shared:
+        a, b = np.broadcast_arrays(x.data, y.data)
+        return await self._reshare(self._and_terms(a, b), True, "and")
 
     async def open_binary(self, x: Shared) -> np.ndarray:
         got = await self.engine.exchange({self.prev_party: x.data[1]}, [self.next_party])
@@ -160,5 +177,5 @@ class Rep3(Scheme):
     def arith_components(self, x: Shared) -> list[Shared]:
         return self._components(x.data, True)
 
-    def bit_components(self, b: Shared) -> list[Shared]:
+    async def bit_components(self, b: Shared) -> list[Shared]:
         return self._components(b.data & U64(1), False)

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,12 +55,19 @@ from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import KEY_BYTES, PRF, random_key
 from mpcnet.schemes.base import Public, Scheme, Shared
-from mpcnet.schemes.replicated import combine, random_words
+from mpcnet.schemes.faults import KINDS, FaultInjector
+from mpcnet.schemes.replicated import (
+    DIGEST_WORDS,
+    checked_words,
+    combine,
+    digest_words,
+    random_words,
+)
 
 U64 = np.uint64
 N_PARTIES = 4
-DIGEST_WORDS = 4  # a SHA-256 digest as uint64 words
 CHECK_MODES = ("round", "batch")
+FAULT_KINDS = KINDS["active4"]
 
 
 # -- layout --------------------------------------------------------------------------------
@@ -129,43 +136,6 @@ def reconstruct(shares: dict[int, np.ndarray], binary: bool = False) -> np.ndarr
     return combine(shares, held, 4, binary)
 
 
-# -- test-only fault injection -------------------------------------------------------------
-FAULT_KINDS = ("jmp-value", "jmp-hash", "open-value", "open-hash", "verify-hash",
-               "input-hash", "key-confirm")
-
-
-@dataclass
-class FaultInjector:
-    """Test-only: makes party ``party`` deviate by adding ``delta`` to the first word of its
-    outgoing messages of kind ``kind`` (to ``peer``, or to any peer if None), skipping the
-    first ``after`` such messages and then tampering with the next ``times``.
-
-    Only tests construct one; a normal configuration never passes it to the scheme."""
-
-    party: int
-    kind: str
-    peer: int | None = None
-    delta: int = 1
-    times: int = 1
-    after: int = 0
-    seen: int = field(default=0, init=False)
-    fired: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {self.kind!r}; one of {FAULT_KINDS}")
-
-    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        if (party != self.party or kind != self.kind or self.fired >= self.times
-                or (self.peer is not None and peer != self.peer) or payload.size == 0):
-            return payload
-        self.seen += 1
-        if self.seen <= self.after:
-            return payload
-        self.fired += 1
-        out = np.array(payload, dtype=U64, copy=True).reshape(-1)
-        out[0] = out[0] + U64(self.delta % (1 << 64))
-        return out.reshape(payload.shape)
 
 
 # -- key agreement -------------------------------------------------------------------------
@@ -205,7 +175,7 @@ async def triple_prfs(engine: RoundEngine,
         confirm = {q: fault.apply(me, "key-confirm", q, v) for q, v in confirm.items()}
     echoed = await engine.exchange(confirm, engine.peers)
     for q, buf in echoed.items():
-        buf = _checked(buf, DIGEST_WORDS, "key agreement", me, q)
+        buf = checked_words(buf, DIGEST_WORDS, "key agreement", me, q)
         want = np.frombuffer(_confirm_digest(q, me, [keys[c] for c in common(q)]), U64)
         if not np.array_equal(buf, want):
             raise CheatingDetected("key agreement",
@@ -216,19 +186,6 @@ async def triple_prfs(engine: RoundEngine,
 def _confirm_digest(a: int, b: int, keys: Sequence[bytes]) -> bytes:
     low, high = min(a, b), max(a, b)
     return hashlib.sha256(b"mpcnet-rep4-confirm" + bytes([low, high]) + b"".join(keys)).digest()
-
-
-def _digest_words(h: hashlib._Hash) -> np.ndarray:
-    return np.frombuffer(h.digest(), dtype=U64)
-
-
-def _checked(buf: np.ndarray, size: int, check: str, me: int, peer: int) -> np.ndarray:
-    """A received message must be ``size`` uint64 words; anything else is a deviation."""
-    buf = np.asarray(buf)
-    if buf.dtype != U64 or buf.shape != (size,):
-        raise CheatingDetected(check, f"party {me}: party {peer} sent a {buf.dtype} message "
-                                      f"of shape {buf.shape}, expected {size} uint64 words")
-    return buf
 
 
 # -- the scheme ----------------------------------------------------------------------------
@@ -369,7 +326,7 @@ class Rep4(Scheme):
             if self._fault is not None and filled[q]:
                 buf[:filled[q]] = self._tamper("jmp-value", q, buf[:filled[q]])
             if digest and q in self._vouch_to:
-                buf[filled[q]:] = self._tamper("jmp-hash", q, _digest_words(self._out[q]))
+                buf[filled[q]:] = self._tamper("jmp-hash", q, digest_words(self._out[q]))
                 self._out[q] = self._link_hash(me, q)
         # What each source owes me: the values it sends, then (round mode) its digest.
         expected = dict.fromkeys(self._value_from, 0)
@@ -379,7 +336,8 @@ class Rep4(Scheme):
             for q in self._vouch_from:
                 expected[q] = expected.get(q, 0) + DIGEST_WORDS
         got = await self.engine.exchange(sends, sorted(expected))
-        got = {q: _checked(got[q], k, "joint-message hash", me, q) for q, k in expected.items()}
+        got = {q: checked_words(got[q], k, "joint-message hash", me, q)
+               for q, k in expected.items()}
         offsets = dict.fromkeys(expected, 0)
         for jmp in self._incoming:
             span, k = jmp.span(n), size(jmp)
@@ -392,7 +350,7 @@ class Rep4(Scheme):
             self._pending_jmp = True
             return z
         for q in self._vouch_from:
-            if not np.array_equal(got[q][offsets[q]:], _digest_words(self._in[q])):
+            if not np.array_equal(got[q][offsets[q]:], digest_words(self._in[q])):
                 raise CheatingDetected("joint-message hash",
                                        f"party {me}: a message vouched for by party {q} "
                                        "differs from what its co-sender sent")
@@ -458,9 +416,9 @@ class Rep4(Scheme):
         got = await self.engine.exchange({to_value: value, to_hash: digest},
                                          [src_value, src_hash])
         size = int(np.prod(data.shape[1:], dtype=np.int64))
-        missing = _checked(got[src_value], size, "open consistency", me, src_value)
+        missing = checked_words(got[src_value], size, "open consistency", me, src_value)
         missing = missing.reshape(data.shape[1:])
-        digest = _checked(got[src_hash], DIGEST_WORDS, "open consistency", me, src_hash)
+        digest = checked_words(got[src_hash], DIGEST_WORDS, "open consistency", me, src_hash)
         if not np.array_equal(digest, np.frombuffer(self._open_digest(missing), U64)):
             raise CheatingDetected("open consistency",
                                    f"party {me}: the value from party {src_value} does not "
@@ -478,9 +436,15 @@ class Rep4(Scheme):
     async def open(self, x: Shared) -> np.ndarray:
         return await self._open(x, binary=False)
 
-    def random(self, shape: tuple[int, ...]) -> Shared:
+    def _random_words(self, shape: tuple[int, ...]) -> np.ndarray:
         """Component c from K_c: every holder derives it, party c never sees it."""
-        return Shared(np.stack([self._prf[c].words(shape) for c in held(self.party)]), 1)
+        return np.stack([self._prf[c].words(shape) for c in held(self.party)])
+
+    async def random(self, shape: tuple[int, ...]) -> Shared:
+        return Shared(self._random_words(shape), 1)
+
+    def random_binary(self, shape: tuple[int, ...]) -> Shared:
+        return Shared(self._random_words(shape), 1, True)
 
     # -- binary ----------------------------------------------------------------------------
     def xor_public(self, x: Shared, c: Public) -> Shared:
@@ -513,7 +477,7 @@ class Rep4(Scheme):
     def arith_components(self, x: Shared) -> list[Shared]:
         return self._components(np.asarray(x.data, dtype=U64), True)
 
-    def bit_components(self, b: Shared) -> list[Shared]:
+    async def bit_components(self, b: Shared) -> list[Shared]:
         return self._components(np.asarray(b.data, dtype=U64) & U64(1), False)
 
     # -- checks ----------------------------------------------------------------------------
@@ -539,17 +503,17 @@ class Rep4(Scheme):
         me = self.party
         sends = {}
         for q in self.engine.peers:
-            jmp = self._tamper("verify-hash", q, _digest_words(self._out[q]))
-            inp = self._tamper("input-hash", q, _digest_words(self._inputs[q]))
+            jmp = self._tamper("verify-hash", q, digest_words(self._out[q]))
+            inp = self._tamper("input-hash", q, digest_words(self._inputs[q]))
             sends[q] = np.concatenate([jmp, inp])
         got = await self.engine.exchange(sends, self.engine.peers)
         for q in self.engine.peers:
-            buf = _checked(got[q], 2 * DIGEST_WORDS, "joint-message hash", me, q)
-            if not np.array_equal(buf[:DIGEST_WORDS], _digest_words(self._in[q])):
+            buf = checked_words(got[q], 2 * DIGEST_WORDS, "joint-message hash", me, q)
+            if not np.array_equal(buf[:DIGEST_WORDS], digest_words(self._in[q])):
                 raise CheatingDetected("joint-message hash",
                                        f"party {me}: messages vouched for by party {q} differ "
                                        "from what their co-senders sent")
-            if not np.array_equal(buf[DIGEST_WORDS:], _digest_words(self._inputs[q])):
+            if not np.array_equal(buf[DIGEST_WORDS:], digest_words(self._inputs[q])):
                 raise CheatingDetected("input consistency",
                                        f"party {me}: input shares held with party {q} differ")
         self._out = {q: self._link_hash(me, q) for q in self.engine.peers}

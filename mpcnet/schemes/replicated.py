@@ -1,4 +1,4 @@
-"""Layer: schemes. Client-side helpers shared by the replicated schemes (rep3, rep4).
+"""Layer: schemes. Helpers shared by the replicated schemes (rep3, rep4, spdz3).
 
 In replicated sharing every additive component is held by several servers, so the client can
 both reconstruct a value and check it: a component reported differently by two servers means
@@ -8,6 +8,7 @@ cover every component (Araki et al. 2016 for 3PC; Dalskov et al. 2021 for 4PC).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Callable, Sequence
 from functools import reduce
@@ -17,6 +18,21 @@ import numpy as np
 from mpcnet.errors import CheatingDetected
 
 U64 = np.uint64
+DIGEST_WORDS = 4  # a SHA-256 digest as uint64 words
+
+
+def digest_words(h: hashlib._Hash) -> np.ndarray:
+    """A running hash's digest as uint64 words, to travel in a message."""
+    return np.frombuffer(h.digest(), dtype=U64)
+
+
+def checked_words(buf: np.ndarray, size: int, check: str, me: int, peer: int) -> np.ndarray:
+    """A received message must be ``size`` uint64 words; anything else is a deviation."""
+    buf = np.asarray(buf)
+    if buf.dtype != U64 or buf.shape != (size,):
+        raise CheatingDetected(check, f"party {me}: party {peer} sent a {buf.dtype} message "
+                                      f"of shape {buf.shape}, expected {size} uint64 words")
+    return buf
 
 
 def random_words(shape: tuple[int, ...]) -> np.ndarray:

@@ -1,0 +1,57 @@
+"""Layer: schemes. Test-only fault injection for the active schemes' cheating-server tests.
+
+An active scheme passes every outgoing message through its injector (when one is given) under a
+named message kind; the injector adds an error to the chosen messages. Only tests construct one:
+a normal configuration never passes it to a scheme, and nothing in the product reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+U64 = np.uint64
+
+KINDS: dict[str, tuple[str, ...]] = {
+    # [F4] joint message passing, openings and the batched digests
+    "active4": ("jmp-value", "jmp-hash", "open-value", "open-hash", "verify-hash",
+                "input-hash", "key-confirm"),
+    # SPDZ-wise 3PC: products (value and MAC), circuit ANDs, triple generation, the coin,
+    # openings inside the checks, the MAC-check product, user openings and the final digests
+    "active3": ("product", "and", "triple", "coin", "check-open", "mac-product",
+                "open-value", "open-hash", "and-hash", "mac-hash", "input-hash"),
+}
+
+
+@dataclass
+class FaultInjector:
+    """Makes party ``party`` deviate by adding ``delta`` to the first word of its outgoing
+    messages of kind ``kind`` (to ``peer``, or to any peer if None), skipping the first
+    ``after`` such messages and then tampering with the next ``times``."""
+
+    party: int
+    kind: str
+    peer: int | None = None
+    delta: int = 1
+    times: int = 1
+    after: int = 0
+    seen: int = field(default=0, init=False)
+    fired: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        known = sorted({k for kinds in KINDS.values() for k in kinds})
+        if self.kind not in known:
+            raise ValueError(f"unknown fault kind {self.kind!r}; one of {known}")
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if (party != self.party or kind != self.kind or self.fired >= self.times
+                or (self.peer is not None and peer != self.peer) or payload.size == 0):
+            return payload
+        self.seen += 1
+        if self.seen <= self.after:
+            return payload
+        self.fired += 1
+        out = np.array(payload, dtype=U64, copy=True).reshape(-1)
+        out[0] = out[0] + U64(self.delta % (1 << 64))
+        return out.reshape(payload.shape)

@@ -1,0 +1,431 @@
+"""Layer: schemes. Active 3PC, SPDZ-wise: replicated sharing with MACs over Z_2^(64+64).
+
+Security with abort against one malicious server of three. Papers, named in brackets below:
+[DEK20] Dalskov, Escudero, Keller, "Secure Evaluation of Quantized Neural Networks", PoPETs
+2020 (SPDZ-wise replicated 3PC over Z_2^(k+s)); [SPDZ2k] Cramer, Damgard, Escudero, Scholl,
+Xing, CRYPTO 2018 (MACs over Z_2^(k+s)); [CGHIKLN18] Chida et al., "Fast large-scale
+honest-majority MPC for malicious adversaries", CRYPTO 2018 (checking all products at once);
+[FLNW17] Furukawa, Lindell, Nof, Weinstein, Eurocrypt 2017 and [ABF+17] Araki et al.,
+IEEE S&P 2017 (binary triples verified by cut-and-choose and bucketing).
+
+Sharing. Every value is a rep3 sharing (party i holds components i and i+1, as in ``rep3``)
+of x in Z_2^128 and of its MAC alpha x, alpha a replicated random key no party knows. Data
+layout: ``data[limb, slot, v]`` with limb 0/1 the low/high 64 bits (``ring128``), slot 0/1 the
+two components held and v = 0 the value, v = 1 its MAC, then the logical shape (lead 3). Only
+x mod 2^64 (k = 64 bits) carries data; the upper s = 64 bits let a MAC catch errors there.
+
+What is checked where:
+
+- Products (mul, matmul; [DEK20, Pi_mult]): two passive rep3 products in one round, x y and
+  (alpha x) y. A cheater can only add errors to its messages, i.e. to the outputs. Every
+  product output, every input's MAC and every authenticated bit is queued; ``verify`` checks
+  them all with one random linear combination [CGHIKLN18, Protocol 3.1 adapted to rings as in
+  DEK20 and SPDZ2k]: with coefficients r_j uniform in Z_2^64 from a coin tossed after the values
+  are fixed, w = sum r_j z_j and u = sum r_j (alpha z)_j, alpha w (one more product) minus u
+  must be zero mod 2^128. A wrong low 64 bits anywhere passes with probability about
+  2^(-s + log2(s + 1)) = 2^-57 ([SPDZ2k], section 3; s = 64).
+- ANDs: bit-sliced rep3 ANDs (one word per party per 64 ANDs), queued with their inputs.
+  ``verify`` makes random triples (a, b, c = a AND b, one passive round), tosses a coin,
+  permutes the triple words, opens C of them (cut-and-choose), groups the rest into buckets
+  of B, checks the first triple of each bucket against the B - 1 others (sacrifice) and every
+  queued AND against the first triple of its bucket [FLNW17; ABF+17]. Items are whole words:
+  an error is a 64-bit pattern and a bucket passes only if all its words carry the same one,
+  which is the single-bit analysis with N = number of words. A cheater passes with probability
+  at most N'/binom(N' B, B) + 1/binom(N' B + C, C) for N' = max(N, 1024) buckets; B and C are
+  chosen so that this is below 2^-40 (``bucket_plan``: B = 3 from about a million words).
+- Bits between the two worlds. ``arith_components`` hands the circuits the low limbs of the
+  value components: each component is held by two servers, so the binary input is the honest
+  holder's copy and equals the authenticated value mod 2^64; a cheater's deviation is an error
+  in a product or an AND, caught above. ``bit_components`` authenticates the XOR components of
+  a bit (a product with alpha, queued) before ``bit_to_arith`` folds them with MAC'd products,
+  so a non-bit cannot enter: the bit's value is fixed by the checked binary circuit.
+- Openings: ``verify`` first, so nothing derived from an unchecked value leaves; then one
+  round in which each party gets its missing component from one holder and a digest of it
+  from the other. Only the low 64 bits are opened, so the upper bits of Z_2^128 never leak.
+- Inputs: clients share 64-bit values as for passive3 (``rep3.share``); ``note_input`` hashes
+  the components each pair of servers holds in common, compared in ``verify``; the MACs come
+  from one product with alpha.
+- The coin: the XOR of one PRF output under each pairwise key; each party learns the output of
+  the key it lacks from both its holders, who must agree (``CheatingDetected("coin")``).
+
+``verify`` takes four rounds: triples, coin, openings with the alpha w product, digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from mpcnet import ring128
+from mpcnet.errors import CheatingDetected
+from mpcnet.net.engine import RoundEngine
+from mpcnet.prf import KEY_BYTES, PRF
+from mpcnet.ring import to_ring
+from mpcnet.schemes.base import Public, Shared
+from mpcnet.schemes.faults import FaultInjector
+from mpcnet.schemes.keys import pairwise_prfs
+from mpcnet.schemes.rep3 import Rep3
+from mpcnet.schemes.replicated import DIGEST_WORDS, checked_words, digest_words
+
+U64 = np.uint64
+VALUE, MAC = 0, 1
+SIGMA = 40  # statistical security (bits) of the AND check
+MIN_BUCKETS = 1024  # small batches are padded to this many buckets
+CHECKS = ("open consistency", "AND check", "MAC check", "input consistency")
+_And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
+_HASH_KIND = {"open consistency": "open-hash", "AND check": "and-hash",
+              "MAC check": "mac-hash", "input consistency": "input-hash"}
+
+
+def _log2_binom(n: int, k: int) -> float:
+    return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)
+
+
+def bucket_plan(n_words: int) -> tuple[int, int, int]:
+    """(buckets, bucket size B, cut C) verifying ``n_words`` AND words with error < 2^-SIGMA."""
+    buckets = max(n_words, MIN_BUCKETS)
+    for size in range(2, 64):
+        bucketing = math.log2(buckets) - _log2_binom(buckets * size, size)
+        cut = size
+        cutting = -_log2_binom(buckets * size + cut, cut)
+        if max(bucketing, cutting) + 1 <= -SIGMA:  # + 1: the sum of the two terms
+            return buckets, size, cut
+    raise AssertionError("unreachable: B = 63 always suffices")
+
+
+def _align(data: np.ndarray, lead: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Share data broadcast to the logical ``shape`` (numpy rules on the logical axes)."""
+    pad = len(shape) - (data.ndim - lead)
+    data = data.reshape(data.shape[:lead] + (1,) * pad + data.shape[lead:])
+    return np.broadcast_to(data, data.shape[:lead] + shape)
+
+
+def _lift(words: np.ndarray) -> np.ndarray:
+    """uint64 component words (slot, ...) as Z_2^128 elements (limb, slot, ...)."""
+    return np.stack([words, np.zeros_like(words)])
+
+
+class Spdz3(Rep3):
+    """SPDZ-wise replicated 3-party sharing over Z_2^128, malicious security with abort."""
+
+    name = "active3"
+    n_parties = 3
+    lead = 3
+
+    def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF,
+                 fault: FaultInjector | None = None) -> None:
+        super().__init__(engine, next_prf, prev_prf)
+        self._fault = fault
+        self._alpha = self._random128(())  # (limb, slot): the MAC key
+        self._macs: list[np.ndarray] = []  # queued (limb, slot, v, n) value/MAC pairs
+        self._ands: list[_And] = []  # (slot, n) words
+        self._pending_input = False
+        self._reset_digests()
+
+    @classmethod
+    async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Spdz3:
+        prfs = await pairwise_prfs(engine)
+        i = engine.party
+        return cls(engine, prfs[(i + 1) % 3], prfs[(i - 1) % 3], fault)
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _outgoing(self, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if self._fault is None:
+            return payload
+        return self._fault.apply(self.party, kind, peer, payload)
+
+    def _reset_digests(self) -> None:
+        """Per check: what I claim to the next party, and what I expect the previous to claim."""
+        self._claim = {c: hashlib.sha256(c.encode()) for c in CHECKS}
+        self._expect = {c: hashlib.sha256(c.encode()) for c in CHECKS}
+
+    def _received(self, got: dict[int, np.ndarray], peer: int, size: int,
+                  check: str) -> np.ndarray:
+        return checked_words(np.asarray(got[peer]).reshape(-1), size, check, self.party, peer)
+
+    def _random128(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Replicated random Z_2^128 elements (limb, slot, *shape), no communication."""
+        return np.swapaxes(self._random_words((2,) + shape), 0, 1)
+
+    def _zero128(self, shape: tuple[int, ...]) -> np.ndarray:
+        """This party's term of a 3-out-of-3 sharing of zero in Z_2^128."""
+        return ring128.sub(self._next.words((2,) + shape), self._prev.words((2,) + shape))
+
+    async def _product(self, a: np.ndarray, b: np.ndarray, kind: str = "product") -> np.ndarray:
+        """Replicated product of Z_2^128 sharings (limb, slot, ...), broadcast: one round."""
+        term = ring128.add(ring128.mul(a[:, 0], ring128.add(b[:, 0], b[:, 1])),
+                           ring128.mul(a[:, 1], b[:, 0]))
+        return await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), kind)
+
+    async def _reshare128(self, term: np.ndarray, kind: str) -> np.ndarray:
+        """(limb, ...) 3-out-of-3 terms -> (limb, slot, ...) replicated shares."""
+        term = np.ascontiguousarray(term)
+        got = await self.engine.exchange(
+            {self.prev_party: self._outgoing(kind, self.prev_party, term)}, [self.next_party])
+        other = self._received(got, self.next_party, term.size, "MAC check")
+        return np.stack([term, other.reshape(term.shape)], axis=1)
+
+    async def _authenticate(self, values: np.ndarray) -> np.ndarray:
+        """MACs of replicated Z_2^128 values (limb, slot, ...): one product with alpha,
+        queued for the MAC check; returns the full (limb, slot, v, ...) data."""
+        alpha = self._alpha.reshape((2, 2) + (1,) * (values.ndim - 2))
+        data = np.stack([values, await self._product(alpha, values)], axis=2)
+        self._macs.append(data.reshape(2, 2, 2, -1))
+        return data
+
+    # -- inputs and outputs ----------------------------------------------------------------
+    async def input(self, *shares: np.ndarray) -> list[Shared]:
+        """Client shares (rep3 layout, uint64) lifted to Z_2^128 and authenticated together."""
+        arrays = [np.asarray(d, dtype=U64) for d in shares]
+        if not arrays:
+            return []
+        flat = np.concatenate([a.reshape(2, -1) for a in arrays], axis=1)
+        data = await self._authenticate(_lift(flat))
+        out, start = [], 0
+        for a in arrays:
+            size = a[0].size
+            out.append(Shared(data[..., start:start + size].reshape((2, 2, 2) + a.shape[1:]), 3))
+            start += size
+        return out
+
+    def output(self, x: Shared) -> np.ndarray:
+        """The low limbs of the value components: a rep3 sharing of x mod 2^64."""
+        return np.ascontiguousarray(x.data[0, :, VALUE])
+
+    # -- local arithmetic ------------------------------------------------------------------
+    def add(self, x: Shared, y: Shared) -> Shared:
+        return Shared(ring128.add(x.data, y.data), 3)
+
+    def sub(self, x: Shared, y: Shared) -> Shared:
+        return Shared(ring128.sub(x.data, y.data), 3)
+
+    def neg(self, x: Shared) -> Shared:
+        return Shared(ring128.neg(x.data), 3)
+
+    def sum(self, x: Shared, axis: int) -> Shared:
+        return Shared(ring128.sum_(x.data, axis + 2 if axis >= 0 else axis), 3)
+
+    def mul_public(self, x: Shared, c: Public) -> Shared:
+        return Shared(ring128.mul_u64(x.data, to_ring(c)), 3)
+
+    def matmul_public(self, c: np.ndarray, x: Shared) -> Shared:
+        return Shared(ring128.matmul(ring128.from_u64(to_ring(c)), x.data), 3)
+
+    def add_public(self, x: Shared, c: Public) -> Shared:
+        """c joins component 0 (slot 0 at party 0, slot 1 at party 2); alpha c joins the MAC."""
+        c = to_ring(c)
+        shape = np.broadcast_shapes(x.shape, np.shape(c))
+        data = np.array(_align(x.data, 3, shape), copy=True)
+        public = ring128.from_u64(np.broadcast_to(c, shape))
+        slot = {0: 0, 2: 1}.get(self.party)
+        if slot is not None:
+            data[:, slot, VALUE] = ring128.add(data[:, slot, VALUE], public)
+        alpha = self._alpha.reshape((2, 2) + (1,) * len(shape))
+        data[:, :, MAC] = ring128.add(data[:, :, MAC], ring128.mul(alpha, public[:, None]))
+        return Shared(data, 3)
+
+    def public(self, values: np.ndarray) -> Shared:
+        return self.add_public(Shared(np.zeros((2, 2, 2) + np.shape(values), dtype=U64), 3),
+                               values)
+
+    # -- interactive arithmetic ------------------------------------------------------------
+    async def mul(self, x: Shared, y: Shared) -> Shared:
+        """x y and (alpha x) y in one round [DEK20, Pi_mult]; queued for the MAC check."""
+        shape = np.broadcast_shapes(x.shape, y.shape)
+        a = _align(x.data, 3, shape)
+        b = _align(y.data[:, :, VALUE:VALUE + 1], 3, shape)
+        z = await self._product(a, b)
+        self._macs.append(z.reshape(2, 2, 2, -1))
+        return Shared(z, 3)
+
+    async def matmul(self, x: Shared, y: Shared) -> Shared:
+        """[x0 | x1] @ [y0 + y1; y0] for value and MAC in one Z_2^128 matmul, then reshare."""
+        a, b = x.data, y.data[:, :, VALUE]
+        left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)  # (limb, v, m, 2n)
+        right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)[:, None]
+        term = ring128.matmul(left, right)
+        z = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product")
+        self._macs.append(z.reshape(2, 2, 2, -1))
+        return Shared(z, 3)
+
+    async def random(self, shape: tuple[int, ...]) -> Shared:
+        return Shared(await self._authenticate(self._random128(shape)), 3)
+
+    async def _open_words(self, data: np.ndarray, binary: bool) -> np.ndarray:
+        """Checked opening of a rep3 sharing of words (slot, ...): the missing component from
+        the next party, its digest from the previous one, in one round."""
+        data = np.ascontiguousarray(data)
+        vouch = digest_words(hashlib.sha256(data[0].tobytes()))
+        got = await self.engine.exchange(
+            {self.prev_party: self._outgoing("open-value", self.prev_party, data[1]),
+             self.next_party: self._outgoing("open-hash", self.next_party, vouch)},
+            [self.prev_party, self.next_party])
+        missing = self._received(got, self.next_party, data[0].size, "open consistency")
+        digest = self._received(got, self.prev_party, DIGEST_WORDS, "open consistency")
+        if not np.array_equal(digest, digest_words(hashlib.sha256(missing.tobytes()))):
+            raise CheatingDetected("open consistency",
+                                   f"party {self.party}: the value from party {self.next_party} "
+                                   f"does not match the digest from party {self.prev_party}")
+        missing = missing.reshape(data.shape[1:])
+        if binary:
+            return data[0] ^ data[1] ^ missing
+        return data[0] + data[1] + missing
+
+    async def open(self, x: Shared) -> np.ndarray:
+        """x mod 2^64 (as uint64), after every pending check."""
+        await self.verify()
+        return await self._open_words(x.data[0, :, VALUE], binary=False)
+
+    # -- binary ----------------------------------------------------------------------------
+    async def and_(self, x: Shared, y: Shared) -> Shared:
+        a, b = np.broadcast_arrays(x.data, y.data)
+        z = await self._reshare(self._and_terms(a, b), True, "and")
+        self._ands.append((a.reshape(2, -1), b.reshape(2, -1), z.data.reshape(2, -1)))
+        return z
+
+    async def open_binary(self, x: Shared) -> np.ndarray:
+        await self.verify()
+        return await self._open_words(x.data, binary=True)
+
+    # -- conversions -----------------------------------------------------------------------
+    def arith_components(self, x: Shared) -> list[Shared]:
+        return self._components(x.data[0, :, VALUE], True)
+
+    async def bit_components(self, b: Shared) -> list[Shared]:
+        """The XOR components of bit 0 of b as authenticated Z_2^128 sharings (one round)."""
+        comps = self._components(b.data & U64(1), False)
+        data = await self._authenticate(_lift(np.stack([c.data for c in comps], axis=1)))
+        return [Shared(data[:, :, :, j], 3) for j in range(len(comps))]
+
+    # -- checks ----------------------------------------------------------------------------
+    def note_input(self, x: Shared) -> None:
+        """Queue the check that the client gave both holders of each component the same
+        words: slot 1 is what the next party holds as slot 0."""
+        self._claim["input consistency"].update(np.ascontiguousarray(x.data[0, 1, VALUE]).data)
+        self._expect["input consistency"].update(np.ascontiguousarray(x.data[0, 0, VALUE]).data)
+        self._pending_input = True
+
+    def _note_zero(self, check: str, t: np.ndarray, binary: bool) -> None:
+        """Queue the check that the shared t (slot, ...) is zero: I claim the sum of my two
+        components to the next party, which holds the third (Z_2^128 t as (limb, slot, ...))."""
+        if binary:
+            mine, third = t[0] ^ t[1], t[1]
+        else:
+            mine, third = ring128.add(t[:, 0], t[:, 1]), ring128.neg(t[:, 1])
+        self._claim[check].update(np.ascontiguousarray(mine).data)
+        self._expect[check].update(np.ascontiguousarray(third).data)
+
+    async def verify(self) -> None:
+        """Check every queued product, AND and input (four rounds; nothing when none)."""
+        if not (self._macs or self._ands or self._pending_input):
+            return
+        ands, self._ands = self._ands, []
+        macs, self._macs = self._macs, []
+        self._pending_input = False
+        triples = await self._make_triples(ands)
+        seed = await self._coin()
+        # round 3: every check opening and the alpha w product, in one message to prev
+        and_open, and_finish = self._and_openings(ands, triples, seed)
+        w_u = self._mac_combination(macs, seed)
+        w, alpha = w_u[:, :, VALUE], self._alpha[..., None]  # (limb, slot, 1)
+        term = ring128.add(ring128.mul(alpha[:, 0], ring128.add(w[:, 0], w[:, 1])),
+                           ring128.mul(alpha[:, 1], w[:, 0]))
+        term = ring128.add(term, self._zero128((1,)))
+        sends = np.concatenate([self._outgoing("check-open", self.prev_party, and_open[1]),
+                                self._outgoing("mac-product", self.prev_party, term.reshape(2))])
+        got = await self.engine.exchange({self.prev_party: sends}, [self.next_party])
+        buf = self._received(got, self.next_party, sends.size, "AND check")
+        opened_other, mac_other = buf[:and_open.shape[1]], buf[and_open.shape[1]:]
+        self._claim["open consistency"].update(and_open[0].tobytes())
+        self._expect["open consistency"].update(opened_other.tobytes())
+        and_finish(and_open[0] ^ and_open[1] ^ opened_other)
+        alpha_w = np.stack([term, mac_other.reshape(term.shape)], axis=1)
+        self._note_zero("MAC check", ring128.sub(alpha_w, w_u[:, :, MAC]), binary=False)
+        await self._compare_digests()
+
+    async def _make_triples(self, ands: list[_And]) -> np.ndarray | None:
+        """Round 1: random binary triples (a, b, a AND b) as (3, slot, T) words."""
+        if not ands:
+            return None
+        n = sum(x.shape[1] for x, _, _ in ands)
+        buckets, size, cut = bucket_plan(n)
+        count = buckets * size + cut
+        a, b = self._random_words((count,)), self._random_words((count,))
+        c = await self._reshare(self._and_terms(a, b), True, "triple")
+        return np.stack([a, b, c.data])
+
+    async def _coin(self) -> bytes:
+        """Round 2: a 16-byte coin nobody could predict before the round (see module doc)."""
+        mine_next, mine_prev = self._next.words(2), self._prev.words(2)
+        got = await self.engine.exchange(
+            {self.prev_party: self._outgoing("coin", self.prev_party, mine_next),
+             self.next_party: self._outgoing("coin", self.next_party, mine_prev)},
+            [self.prev_party, self.next_party])
+        third = self._received(got, self.next_party, 2, "coin")
+        if not np.array_equal(third, self._received(got, self.prev_party, 2, "coin")):
+            raise CheatingDetected("coin", f"party {self.party}: the two holders of a key "
+                                           "sent different coin contributions")
+        return (mine_next ^ mine_prev ^ third).tobytes()
+
+    def _mac_combination(self, macs: list[np.ndarray], seed: bytes) -> np.ndarray:
+        """sum_j r_j (z_j, (alpha z)_j) over every queued pair: (limb, slot, v, 1)."""
+        coefficients = PRF(hashlib.sha256(b"mac" + seed).digest()[:KEY_BYTES])
+        total = np.zeros((2, 2, 2, 1), dtype=U64)
+        for data in macs:
+            r = coefficients.words(data.shape[-1])
+            total = ring128.add(total, ring128.sum_(ring128.mul_u64(data, r), axis=-1)[..., None])
+        return total
+
+    def _and_openings(self, ands: list[_And], triples: np.ndarray | None,
+                      seed: bytes) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
+        """Round 3 of the AND check: the words to open (slot, L) and a function that checks
+        the opened values (cut triples) and queues the zero checks (sacrifice and circuit)."""
+        if triples is None:
+            return np.zeros((2, 0), dtype=U64), lambda opened: None
+        x, y, z = (np.concatenate([t[i] for t in ands], axis=1) for i in range(3))
+        n = x.shape[1]
+        buckets, size, cut = bucket_plan(n)
+        key = int.from_bytes(hashlib.sha256(b"perm" + seed).digest()[:16], "little")
+        order = np.random.Generator(np.random.Philox(key=key)).permutation(triples.shape[2])
+        cut_idx, rest = order[:cut], order[cut:].reshape(buckets, size)
+        kept = triples[:, :, rest[:, 0]]  # (abc, slot, buckets)
+        others = triples[:, :, rest[:, 1:].T.reshape(-1)]  # bucket-minor, (B - 1) * buckets
+        kept_rep = np.tile(kept, (1, 1, size - 1))
+        rho_s, sigma_s = kept_rep[0] ^ others[0], kept_rep[1] ^ others[1]
+        rho_c, sigma_c = x ^ kept[0, :, :n], y ^ kept[1, :, :n]
+        cut_abc = triples[:, :, cut_idx]
+        to_open = np.concatenate([cut_abc[0], cut_abc[1], cut_abc[2], rho_s, sigma_s, rho_c,
+                                  sigma_c], axis=1)
+        sizes = [cut, cut, cut, rho_s.shape[1], rho_s.shape[1], n, n]
+
+        def finish(opened: np.ndarray) -> None:
+            parts = np.split(opened, np.cumsum(sizes)[:-1])
+            ca, cb, cc, p_rho, p_sigma, q_rho, q_sigma = parts
+            if not np.array_equal(cc, ca & cb):
+                raise CheatingDetected("AND check", f"party {self.party}: an opened triple of "
+                                                    "the cut-and-choose is wrong")
+            sacrifice = (kept_rep[2] ^ others[2] ^ (others[0] & p_sigma)
+                         ^ (p_rho & others[1]))
+            circuit = (z ^ kept[2, :, :n] ^ (kept[0, :, :n] & q_sigma) ^ (q_rho & kept[1, :, :n]))
+            t = np.concatenate([sacrifice, circuit], axis=1)
+            public = np.concatenate([p_rho & p_sigma, q_rho & q_sigma])
+            self._note_zero("AND check", self.xor_public(Shared(t, 1, True), public).data,
+                            binary=True)
+
+        return to_open, finish
+
+    async def _compare_digests(self) -> None:
+        """Round 4: every claim digest to the next party, compared with what I expect."""
+        sends = np.concatenate([self._outgoing(_HASH_KIND[c], self.next_party,
+                                               digest_words(self._claim[c])) for c in CHECKS])
+        got = await self.engine.exchange({self.next_party: sends}, [self.prev_party])
+        buf = self._received(got, self.prev_party, sends.size, "open consistency")
+        expected = {c: digest_words(self._expect[c]) for c in CHECKS}
+        self._reset_digests()
+        for i, check in enumerate(CHECKS):
+            if not np.array_equal(buf[i * DIGEST_WORDS:(i + 1) * DIGEST_WORDS], expected[check]):
+                raise CheatingDetected(check, f"party {self.party}: party {self.prev_party}'s "
+                                              f"{check} digest differs from this party's")
