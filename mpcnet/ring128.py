@@ -76,18 +76,27 @@ def low64(a: np.ndarray) -> np.ndarray:
 
 
 # -- ring operations -----------------------------------------------------------------------
+def _result(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Room for a result of the broadcast logical shape of a and b."""
+    return np.empty((2,) + np.broadcast_shapes(np.shape(a)[1:], np.shape(b)[1:]), dtype=U64)
+
+
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a + b mod 2^128 (broadcasting over the logical shape)."""
-    lo = a[0] + b[0]
-    carry = (lo < a[0]).astype(U64)
-    return np.stack(np.broadcast_arrays(lo, a[1] + b[1] + carry))
+    out = _result(a, b)
+    np.add(a[0], b[0], out=out[0])
+    np.add(a[1], b[1], out=out[1])
+    out[1] += out[0] < a[0]  # the carry out of the low limb
+    return out
 
 
 def sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a - b mod 2^128."""
-    lo = a[0] - b[0]
-    borrow = (a[0] < b[0]).astype(U64)
-    return np.stack(np.broadcast_arrays(lo, a[1] - b[1] - borrow))
+    out = _result(a, b)
+    np.subtract(a[1], b[1], out=out[1])
+    out[1] -= a[0] < b[0]  # the borrow into the low limb
+    np.subtract(a[0], b[0], out=out[0])
+    return out
 
 
 def neg(a: np.ndarray) -> np.ndarray:
@@ -95,31 +104,48 @@ def neg(a: np.ndarray) -> np.ndarray:
     return sub(np.zeros_like(a), a)
 
 
-def mul64_full(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The exact 128-bit product of uint64 arrays as (lo, hi), schoolbook on 32-bit halves."""
-    a = np.asarray(a, dtype=U64)
-    b = np.asarray(b, dtype=U64)
+def _mul_high(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The high 64 bits of the 128-bit products of uint64 arrays (schoolbook on 32-bit
+    halves; Knuth, TAOCP vol. 2, 4.3.1, algorithm M). The low 64 bits are a * b itself."""
     al, ah = a & _M32, a >> _S32
     bl, bh = b & _M32, b >> _S32
-    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh  # each below 2^64: no wrap
-    mid = (ll >> _S32) + (lh & _M32) + (hl & _M32)  # below 3 * 2^32
-    lo = (ll & _M32) | (mid << _S32)
-    hi = hh + (lh >> _S32) + (hl >> _S32) + (mid >> _S32)
-    return lo, hi
+    cross = al * bh  # each partial product is below 2^64: no wrap
+    mid = (al * bl) >> _S32
+    mid += cross & _M32
+    high = ah * bh
+    high += cross >> _S32
+    np.multiply(ah, bl, out=cross)
+    mid += cross & _M32
+    high += cross >> _S32
+    high += mid >> _S32
+    return high
+
+
+def mul64_full(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact 128-bit product of uint64 arrays as (lo, hi)."""
+    a = np.asarray(a, dtype=U64)
+    b = np.asarray(b, dtype=U64)
+    return a * b, _mul_high(a, b)
 
 
 def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a * b mod 2^128: (a0 + 2^64 a1)(b0 + 2^64 b1) = a0 b0 + 2^64 (a0 b1 + a1 b0) mod 2^128."""
-    lo, hi = mul64_full(a[0], b[0])
-    hi = hi + a[0] * b[1] + a[1] * b[0]  # uint64 wrap is exactly the mod 2^128 truncation
-    return np.stack(np.broadcast_arrays(lo, hi))
+    out = _result(a, b)
+    np.multiply(a[0], b[0], out=out[0])
+    out[1] = _mul_high(a[0], b[0])
+    out[1] += a[0] * b[1]  # uint64 wrap is exactly the mod 2^128 truncation
+    out[1] += a[1] * b[0]
+    return out
 
 
 def mul_u64(a: np.ndarray, c: np.ndarray | int) -> np.ndarray:
     """a * c for uint64 (public) c, zero-extended."""
     c = np.asarray(c, dtype=U64)
-    lo, hi = mul64_full(a[0], c)
-    return np.stack(np.broadcast_arrays(lo, hi + a[1] * c))
+    out = _result(a, c[None])
+    np.multiply(a[0], c, out=out[0])
+    out[1] = _mul_high(a[0], c)
+    out[1] += a[1] * c
+    return out
 
 
 def shl(a: np.ndarray, s: int) -> np.ndarray:

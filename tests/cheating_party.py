@@ -12,11 +12,13 @@ server, then runs ``parties.main.main`` unchanged::
 A fault spec is ``KIND:ACTION[:at=N][:peer=P]``; ``at`` counts the rounds (0 = the first) in
 which this server sends a message of KIND in the job, ``peer`` is a party index. Kinds:
 
-- the message kinds of the active 4PC scheme ([F4], ``mpcnet.schemes.rep4.FAULT_KINDS``):
-  ``jmp-value``, ``jmp-hash`` (joint message passing: value and digest), ``verify-hash``,
-  ``input-hash`` (the batched check), ``key-confirm``, ``open-value``, ``open-hash``;
-- ``key-contribution``: the first frame of the job to each peer (in rep4, this server's
-  contributions to the triple keys, setup round 1);
+- the message kinds of the active schemes (``mpcnet.schemes.faults.KINDS``): for active4
+  ([F4]) ``jmp-value``, ``jmp-hash`` (joint message passing: value and digest),
+  ``verify-hash``, ``input-hash`` (the batched check), ``key-confirm``, ``open-value``,
+  ``open-hash``; for active3 ``product``, ``and``, ``triple``, ``coin``, ``check-open``,
+  ``mac-product`` and the digests ``open-hash``, ``and-hash``, ``mac-hash``, ``input-hash``;
+- ``key-contribution``: the first frame of the job to each peer (this server's contributions
+  to the correlated-randomness keys, setup round 1);
 - ``data-share``, ``label-share``: the server's own share of the stored dataset, perturbed when
   the job loads it (a wrong input share; ``at`` is the flat element index).
 
@@ -27,10 +29,11 @@ message on, holding its connections open), ``short`` (a well-formed frame one wo
 ``garbage`` (bytes that are no frame). Input kinds take ``add`` only.
 
 Seams: ``parties.server.TLSChannel`` (a subclass that drops, shortens or garbles a frame), the
-``active4`` registry entry (a ``Rep4`` whose ``setup`` passes the scheme's ``FaultInjector``
-hook), ``Storage.load_dataset`` and ``PartyServer._execute`` (loads the fault for the job, and
-appends one JSON line per job to ``--report``: the spec, how many messages it changed, and per
-message kind the rounds and the most peers in one round, so tests can aim at the last round).
+``active3`` and ``active4`` registry entries (a scheme whose ``setup`` passes the
+``FaultInjector`` hook), ``Storage.load_dataset`` and ``PartyServer._execute`` (loads the
+fault for the job, and appends one JSON line per job to ``--report``: the spec, how many
+messages it changed, and per message kind the rounds and the most peers in one round, so tests
+can aim at the last round).
 Logs name the fault and where it fired, never a value.
 """
 
@@ -55,11 +58,13 @@ if str(ROOT) not in sys.path:
 from mpcnet.net.engine import RoundEngine  # noqa: E402
 from mpcnet.net.framing import FrameProtocol  # noqa: E402
 from mpcnet.net.tls import TLSChannel  # noqa: E402
-from mpcnet.schemes import rep4  # noqa: E402
+from mpcnet.schemes.base import Scheme  # noqa: E402
+from mpcnet.schemes.faults import KINDS as FAULT_KINDS  # noqa: E402
+from mpcnet.schemes.faults import FaultInjector  # noqa: E402
 
 log = logging.getLogger("mpcnet.cheater")
 
-SCHEME_KINDS = rep4.FAULT_KINDS
+SCHEME_KINDS = tuple(sorted({k for kinds in FAULT_KINDS.values() for k in kinds}))
 FRAME_KINDS = ("key-contribution",)
 INPUT_KINDS = ("data-share", "label-share")
 KINDS = (*SCHEME_KINDS, *FRAME_KINDS, *INPUT_KINDS)
@@ -228,8 +233,8 @@ class CheatingChannel(TLSChannel):
             conn.close()
 
 
-class _SchemeHook(rep4.FaultInjector):
-    """The rep4 fault hook, forwarding every message to the job's ``JobFault``."""
+class _SchemeHook(FaultInjector):
+    """The scheme's fault hook, forwarding every message to the job's ``JobFault``."""
 
     def __init__(self, job: JobFault) -> None:  # no dataclass fields: a pure forwarder
         self.job = job
@@ -239,17 +244,19 @@ class _SchemeHook(rep4.FaultInjector):
         return self.job.message(kind, peer, self.job.engine.rounds, payload)
 
 
-class CheatingRep4(rep4.Rep4):
-    """``Rep4`` whose setup passes the harness hook when a job has a fault."""
+def cheating(scheme: type[Scheme]) -> type[Scheme]:
+    """``scheme`` with a setup that passes the harness hook when a job has a fault."""
 
-    @classmethod
-    async def setup(cls, engine: RoundEngine, check: str = "round",
-                    fault: rep4.FaultInjector | None = None) -> rep4.Rep4:
-        job = CURRENT.get()
-        if job is not None and fault is None:
-            job.engine = engine
-            fault = _SchemeHook(job)
-        return await super().setup(engine, check, fault)
+    class Cheating(scheme):  # type: ignore[valid-type, misc]
+        @classmethod
+        async def setup(cls, engine: RoundEngine, **options: Any) -> Scheme:
+            job = CURRENT.get()
+            if job is not None and options.get("fault") is None:
+                job.engine = engine
+                options["fault"] = _SchemeHook(job)
+            return await super().setup(engine, **options)  # type: ignore[no-any-return]
+
+    return Cheating
 
 
 def install(spec: FaultSpec | None, fault_file: Path | None, report: Path | None) -> None:
@@ -264,8 +271,9 @@ def install(spec: FaultSpec | None, fault_file: Path | None, report: Path | None
         return FaultSpec.parse(fault_file.read_text()) if fault_file.exists() else None
 
     server.TLSChannel = CheatingChannel  # type: ignore[misc]
-    registry.SCHEMES["active4"] = dataclasses.replace(registry.SCHEMES["active4"],
-                                                      scheme=CheatingRep4)
+    for name in FAULT_KINDS:
+        registry.SCHEMES[name] = dataclasses.replace(
+            registry.SCHEMES[name], scheme=cheating(registry.SCHEMES[name].scheme))
     load_dataset = Storage.load_dataset
 
     def cheating_load(self: Storage, name: str) -> Any:

@@ -1,14 +1,19 @@
-"""Active 4PC under a deliberately cheating party: pi_GINI-FS never outputs a wrong D'.
+"""The active schemes under a deliberately cheating party: nothing wrong is ever output.
 
-For each of the four parties as the cheater, each message kind the scheme sends and several
-positions in the run (first, middle and last message of that kind), the cheater adds an error
-to one message. Every run must end with the honest parties raising ``CheatingDetected`` naming
-a check, and no honest party may return a D' that differs from the plaintext one.
+For each active setting (active3: SPDZ-wise 3PC; active4: Fantastic Four), each party as the
+cheater, each message kind the scheme sends and several positions in the run (first, middle
+and last message of that kind), the cheater adds an error to one message. Every run must end
+with the honest parties raising ``CheatingDetected`` naming a check, and no honest party may
+return a D' that differs from the plaintext one. The same holds for a wrong input share, and
+(active3) for truncation and random-bit generation, whose products and ANDs are checked by the
+same batched checks before the opening that follows them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,10 +22,17 @@ from mpcnet.errors import CheatingDetected
 from mpcnet.featsel.gini_fs import gini_fs
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.loopback import loopback_mesh
-from mpcnet.schemes import rep4
-from mpcnet.schemes.faults import FaultInjector
+from mpcnet.ops.truncate import trunc
+from mpcnet.plain.scores import msgini_fraction
+from mpcnet.plain.select import topk_fraction
+from mpcnet.schemes import registry
+from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.schemes.faults import KINDS, FaultInjector
 
 M, P, K = 24, 5, 2
+ACTIVE = ("active3", "active4")
+CHEATERS = [(scheme, party) for scheme in ACTIVE
+            for party in range(registry.get(scheme).n_parties)]
 
 
 def _dataset() -> tuple[np.ndarray, np.ndarray]:
@@ -30,22 +42,39 @@ def _dataset() -> tuple[np.ndarray, np.ndarray]:
     return values, (codes == 0).astype(np.uint64).reshape(M, 1)
 
 
-async def _run(fault: FaultInjector | None, bad_input: int | None = None) -> list[object]:
-    """Each party's outcome: its opened D', or the exception it raised. ``bad_input`` names a
-    party that uses a wrong share of one input value instead of what the client sent."""
+def _expected() -> np.ndarray:
     values, labels = _dataset()
-    data, lab = rep4.share(values.view(np.uint64)), rep4.share(labels)
+    q, d = msgini_fraction(values, (labels[:, 0] == 0).astype(int), 2)
+    return values[:, topk_fraction(q, d, K)]
+
+
+async def _selection(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
+    result = await gini_fs(s, data, labels, 2, K, np.zeros(P, np.int64))
+    return (await s.open(result.reduced)).view(np.int64)
+
+
+async def _truncation(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
+    """Random bits, a truncation by 2^3 (it opens a masked value) and the result."""
+    return (await s.open(await trunc(s, data, 3))).view(np.int64)
+
+
+async def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None = None,
+               body: Callable[..., Awaitable[np.ndarray]] = _selection) -> list[object]:
+    """Each party's outcome: what ``body`` opened, or the exception it raised. ``bad_input``
+    names a party that uses a wrong share of one input value instead of what the client sent."""
+    info = registry.get(scheme)
+    values, labels = _dataset()
+    data, lab = info.share(values.view(np.uint64)), info.share(labels)
     if bad_input is not None:
         data[bad_input] = data[bad_input].copy()
         data[bad_input][0, 3, 1] += np.uint64(1)
 
     async def party(engine: RoundEngine) -> np.ndarray:
-        s = await rep4.Rep4.setup(engine, fault=fault)
+        s = await info.scheme.setup(engine, fault=fault)  # type: ignore[call-arg]
         mine_data, mine_labels = await s.input(data[engine.party], lab[engine.party])
-        result = await gini_fs(s, mine_data, mine_labels, 2, K, np.zeros(P, np.int64))
-        return await s.open(result.reduced)
+        return await body(s, mine_data, mine_labels)
 
-    engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(4)]
+    engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(info.n_parties)]
     tasks = [asyncio.create_task(party(e)) for e in engines]
     await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     for task in tasks:  # an abort ends the job for everyone (the servers relay it)
@@ -61,67 +90,77 @@ async def _run(fault: FaultInjector | None, bad_input: int | None = None) -> lis
     return outcomes
 
 
-def _messages_of_each_kind() -> dict[tuple[int, str], int]:
+def _messages_of_each_kind(scheme: str, body: Callable[..., Any]) -> dict[tuple[int, str], int]:
     """How many messages of each kind each party sends in an honest run."""
     counts: dict[tuple[int, str], int] = {}
 
     class Counter(FaultInjector):
         def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-            counts[(party, kind)] = counts.get((party, kind), 0) + 1
+            if payload.size:
+                counts[(party, kind)] = counts.get((party, kind), 0) + 1
             return payload
 
-    outcomes = asyncio.run(_run(Counter(0, "jmp-value", times=0)))
+    outcomes = asyncio.run(_run(scheme, Counter(0, KINDS[scheme][0], times=0), body=body))
     assert all(isinstance(o, np.ndarray) for o in outcomes)
     return counts
 
 
-def test_honest_run_is_correct() -> None:
-    outcomes = asyncio.run(_run(None))
-    values, labels = _dataset()
-    from mpcnet.plain.scores import msgini_fraction
-    from mpcnet.plain.select import topk_fraction
-    q, d = msgini_fraction(values, (labels[:, 0] == 0).astype(int), 2)
-    for out in outcomes:
-        np.testing.assert_array_equal(np.asarray(out).view(np.int64),
-                                      values[:, topk_fraction(q, d, K)])
-
-
-@pytest.mark.parametrize("cheater", range(4))
-def test_every_message_kind_and_position_is_detected(cheater: int) -> None:
-    counts = _messages_of_each_kind()
-    values, labels = _dataset()
-    from mpcnet.plain.scores import msgini_fraction
-    from mpcnet.plain.select import topk_fraction
-    q, d = msgini_fraction(values, (labels[:, 0] == 0).astype(int), 2)
-    expected = values[:, topk_fraction(q, d, K)]
-    cases = detected = 0
+def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any],
+                             correct: Callable[[np.ndarray], bool]) -> tuple[int, set[str]]:
+    """Run one cheating case per message kind and position; return (cases, checks named)."""
+    counts = _messages_of_each_kind(scheme, body)
+    cases = 0
     checks: set[str] = set()
     for (party, kind), n in sorted(counts.items()):
         if party != cheater or kind == "key-confirm":
             continue
         for position in sorted({0, n // 2, n - 1}):
             fault = FaultInjector(cheater, kind, after=position, delta=1 << 20)
-            outcomes = asyncio.run(_run(fault))
+            outcomes = asyncio.run(_run(scheme, fault, body=body))
             cases += 1
             honest = [o for i, o in enumerate(outcomes) if i != cheater]
             caught = [o for o in honest if isinstance(o, CheatingDetected)]
             outputs = [o for o in honest if isinstance(o, np.ndarray)]
             assert fault.fired == 1, (kind, position)
-            assert caught, f"cheater {cheater}, {kind} message {position}: not detected"
-            # a party that finished before the abort reached it may hold D', never a wrong one
-            for out in outputs:
-                np.testing.assert_array_equal(out.view(np.int64), expected)
-            detected += 1
+            assert caught, f"{scheme} cheater {cheater}, {kind} message {position}: not detected"
+            # a party that finished before the abort reached it may hold a result, never a
+            # wrong one
+            assert all(correct(out) for out in outputs), (kind, position)
             checks |= {o.check for o in caught}
-    print(f"cheater {cheater}: {detected}/{cases} cases detected, checks: {sorted(checks)}")
-    assert cases >= 6 and detected == cases
+    return cases, checks
 
 
-@pytest.mark.parametrize("cheater", range(4))
-def test_wrong_input_share_is_detected(cheater: int) -> None:
-    outcomes = asyncio.run(_run(None, bad_input=cheater))
+def test_honest_runs_are_correct() -> None:
+    for scheme in ACTIVE:
+        for out in asyncio.run(_run(scheme, None)):
+            np.testing.assert_array_equal(np.asarray(out), _expected())
+
+
+@pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
+def test_every_message_kind_and_position_is_detected(scheme: str, cheater: int) -> None:
+    expected = _expected()
+    cases, checks = _every_kind_and_position(scheme, cheater, _selection,
+                                             lambda out: np.array_equal(out, expected))
+    print(f"{scheme} cheater {cheater}: {cases}/{cases} cases detected, "
+          f"checks: {sorted(checks)}")
+    assert cases >= 6
+
+
+@pytest.mark.parametrize("cheater", range(3))
+def test_cheating_in_truncation_and_random_bits_is_detected(cheater: int) -> None:
+    floor = _dataset()[0] >> 3  # rounded down or up (probabilistic truncation)
+    cases, checks = _every_kind_and_position("active3", cheater, _truncation,
+                                             lambda out: bool(np.isin(out - floor, (0, 1)).all()))
+    print(f"active3 truncation, cheater {cheater}: {cases}/{cases} cases detected, "
+          f"checks: {sorted(checks)}")
+    assert cases >= 6
+
+
+@pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
+def test_wrong_input_share_is_detected(scheme: str, cheater: int) -> None:
+    outcomes = asyncio.run(_run(scheme, None, bad_input=cheater))
     honest = [o for i, o in enumerate(outcomes) if i != cheater]
-    # caught by the first check the wrong share reaches (a product's joint-message hash, or
-    # the input consistency check at the first verify)
+    # caught by the first check the wrong share reaches (active4: a product's joint-message
+    # hash, or the input consistency check; active3: the input consistency check)
     assert any(isinstance(o, CheatingDetected) for o in honest)
     assert not any(isinstance(o, np.ndarray) for o in honest)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,24 @@ def test_whole_rows_and_columns_give_the_same_reduced_dataset(
     assert np.array_equal(got["byrows"][1], _plaintext(files["whole"], 4, files["top"]))
     step = np.abs(whole).max(axis=0) * 2.0**-28  # fixed point: precision relative to column
     assert (np.abs(whole - got["byrows"][1]) <= step).all()
+
+
+def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict[str, Path],
+                                              tmp_path: Path) -> None:
+    """Active 3PC on the three servers, from shares stored for passive3: D' is the plaintext one
+    and the job's figures include the checks phase."""
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "a3",
+                      "--label", "label"))
+    out = ok(cluster.client("analyst", "select", "--dataset", "a3", "--k", "4", "--result",
+                            "a3-r", "--security", "active3"))
+    assert "done" in out and "checks" in out
+    by_server = json.loads(ok(cluster.client("analyst", "--json", "jobs")))
+    assert len(by_server) == 3
+    for jobs in by_server.values():  # every server ran it under active3
+        assert any(j["result"] == "a3-r" and j["security"] == "active3" for j in jobs), jobs
+    target = tmp_path / "a3.csv"
+    ok(cluster.client("analyst", "fetch", "--result", "a3-r", "--out", str(target)))
+    assert np.array_equal(_reduced(target)[1], _plaintext(files["whole"], 4))
 
 
 def test_shares_dir_and_listings(cluster: LocalCluster, files: dict[str, Path],

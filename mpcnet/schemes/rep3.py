@@ -79,12 +79,16 @@ class Rep3(Scheme):
         """Every message of a product passes here (an active subclass may inspect it)."""
         return payload
 
+    def _incoming(self, kind: str, payload: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """A received product message as an array of ``shape`` (an active subclass checks it)."""
+        return np.asarray(payload).reshape(shape)
+
     async def _reshare(self, out: np.ndarray, binary: bool, kind: str = "product") -> Shared:
         """From 3-out-of-3 terms z_i (in out[0]) to replicated (z_i, z_{i+1}): send z_i to
         party i-1, receive z_{i+1} from party i+1 into out[1]."""
         got = await self.engine.exchange(
             {self.prev_party: self._outgoing(kind, self.prev_party, out[0])}, [self.next_party])
-        out[1] = got[self.next_party]
+        out[1] = self._incoming(kind, got[self.next_party], out[0].shape)
         return Shared(out, 1, binary)
 
     # -- arithmetic ------------------------------------------------------------------------

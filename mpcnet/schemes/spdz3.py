@@ -6,7 +6,7 @@ Security with abort against one malicious server of three. Papers, named in brac
 Xing, CRYPTO 2018 (MACs over Z_2^(k+s)); [CGHIKLN18] Chida et al., "Fast large-scale
 honest-majority MPC for malicious adversaries", CRYPTO 2018 (checking all products at once);
 [FLNW17] Furukawa, Lindell, Nof, Weinstein, Eurocrypt 2017 and [ABF+17] Araki et al.,
-IEEE S&P 2017 (binary triples verified by cut-and-choose and bucketing).
+IEEE S&P 2017 (binary triples: cut-and-choose, verification of an AND with a triple).
 
 Sharing. Every value is a rep3 sharing (party i holds components i and i+1, as in ``rep3``)
 of x in Z_2^128 and of its MAC alpha x, alpha a replicated random key no party knows. Data
@@ -25,14 +25,15 @@ What is checked where:
   must be zero mod 2^128. A wrong low 64 bits anywhere passes with probability about
   2^(-s + log2(s + 1)) = 2^-57 ([SPDZ2k], section 3; s = 64).
 - ANDs: bit-sliced rep3 ANDs (one word per party per 64 ANDs), queued with their inputs.
-  ``verify`` makes random triples (a, b, c = a AND b, one passive round), tosses a coin,
-  permutes the triple words, opens C of them (cut-and-choose), groups the rest into buckets
-  of B, checks the first triple of each bucket against the B - 1 others (sacrifice) and every
-  queued AND against the first triple of its bucket [FLNW17; ABF+17]. Items are whole words:
-  an error is a 64-bit pattern and a bucket passes only if all its words carry the same one,
-  which is the single-bit analysis with N = number of words. A cheater passes with probability
-  at most N'/binom(N' B, B) + 1/binom(N' B + C, C) for N' = max(N, 1024) buckets; B and C are
-  chosen so that this is below 2^-40 (``bucket_plan``: B = 3 from about a million words).
+  ``verify`` makes r pools of n + C random triples (a, b, c = a AND b; one passive round for
+  all), tosses a coin, and in each pool opens C triples (cut-and-choose) and matches the other
+  n one to one with the n queued AND words by an independent random permutation; each match is
+  checked with the triple [FLNW17; ABF+17]. Items are whole words: an error is a 64-bit pattern
+  and a match passes only if the AND and its triple carry the same one. A cheater passes a pool
+  only if its wrong triples land exactly on its wrong ANDs: probability at most 1/(n + C); all
+  r pools: (n + C)^-r, at most 2^-40 by the choice of r and C (``check_plan``: two pools from
+  about a million words, which costs two triples, four opened words and two zero-checked words
+  per AND word, against three, six and three for buckets of three).
 - Bits between the two worlds. ``arith_components`` hands the circuits the low limbs of the
   value components: each component is held by two servers, so the binary input is the honest
   holder's copy and equals the authenticated value mod 2^64; a cheater's deviation is an error
@@ -73,27 +74,31 @@ from mpcnet.schemes.replicated import DIGEST_WORDS, checked_words, digest_words
 U64 = np.uint64
 VALUE, MAC = 0, 1
 SIGMA = 40  # statistical security (bits) of the AND check
-MIN_BUCKETS = 1024  # small batches are padded to this many buckets
-CHECKS = ("open consistency", "AND check", "MAC check", "input consistency")
+_CHUNK = 1 << 13  # elements per piece of the MAC combination
+CHECKS = ("open consistency", "AND", "MAC", "input consistency")
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
-_HASH_KIND = {"open consistency": "open-hash", "AND check": "and-hash",
-              "MAC check": "mac-hash", "input consistency": "input-hash"}
+_CHECK_OF = {"product": "MAC", "mac-product": "MAC", "and": "AND",
+             "triple": "AND"}  # the check a malformed message of a kind fails
+_HASH_KIND = {"open consistency": "open-hash", "AND": "and-hash",
+              "MAC": "mac-hash", "input consistency": "input-hash"}
 
 
-def _log2_binom(n: int, k: int) -> float:
-    return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)
+def check_plan(n_words: int) -> tuple[int, int]:
+    """(pools r, cut C) for checking ``n_words`` AND words with error at most 2^-SIGMA.
 
-
-def bucket_plan(n_words: int) -> tuple[int, int, int]:
-    """(buckets, bucket size B, cut C) verifying ``n_words`` AND words with error < 2^-SIGMA."""
-    buckets = max(n_words, MIN_BUCKETS)
-    for size in range(2, 64):
-        bucketing = math.log2(buckets) - _log2_binom(buckets * size, size)
-        cut = size
-        cutting = -_log2_binom(buckets * size + cut, cut)
-        if max(bucketing, cutting) + 1 <= -SIGMA:  # + 1: the sum of the two terms
-            return buckets, size, cut
-    raise AssertionError("unreachable: B = 63 always suffices")
+    Each pool holds n + C triples: C are opened, the other n are matched one to one with the
+    queued ANDs by a random permutation. A cheater passes a pool only if its wrong triples land
+    exactly on its wrong ANDs (with the same error words): probability 1/binom(n + C, a) <=
+    1/(n + C) for a >= 1 wrong ANDs. The r pools are permuted independently: (n + C)^-r.
+    Among the plans that reach 2^-SIGMA, the one sending the fewest words (r pools of n + C
+    triples, 2 n opened words per pool, 3 C for the cut)."""
+    plans = []
+    for pools in range(2, SIGMA + 1):
+        size = max(n_words + 1, math.ceil(2 ** (SIGMA / pools)))
+        cut = size - n_words
+        plans.append((pools * (size + 2 * n_words + 3 * cut), pools, cut))
+    _, pools, cut = min(plans)
+    return pools, cut
 
 
 def _align(data: np.ndarray, lead: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -146,6 +151,11 @@ class Spdz3(Rep3):
                   check: str) -> np.ndarray:
         return checked_words(np.asarray(got[peer]).reshape(-1), size, check, self.party, peer)
 
+    def _incoming(self, kind: str, payload: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        size = int(np.prod(shape, dtype=np.int64))
+        return self._received({self.next_party: payload}, self.next_party, size,
+                              _CHECK_OF[kind]).reshape(shape)
+
     def _random128(self, shape: tuple[int, ...]) -> np.ndarray:
         """Replicated random Z_2^128 elements (limb, slot, *shape), no communication."""
         return np.swapaxes(self._random_words((2,) + shape), 0, 1)
@@ -165,8 +175,7 @@ class Spdz3(Rep3):
         term = np.ascontiguousarray(term)
         got = await self.engine.exchange(
             {self.prev_party: self._outgoing(kind, self.prev_party, term)}, [self.next_party])
-        other = self._received(got, self.next_party, term.size, "MAC check")
-        return np.stack([term, other.reshape(term.shape)], axis=1)
+        return np.stack([term, self._incoming(kind, got[self.next_party], term.shape)], axis=1)
 
     async def _authenticate(self, values: np.ndarray) -> np.ndarray:
         """MACs of replicated Z_2^128 values (limb, slot, ...): one product with alpha,
@@ -328,34 +337,41 @@ class Spdz3(Rep3):
         triples = await self._make_triples(ands)
         seed = await self._coin()
         # round 3: every check opening and the alpha w product, in one message to prev
-        and_open, and_finish = self._and_openings(ands, triples, seed)
+        and_open, and_finish = self._and_openings(ands, triples, seed, extra=2)
         w_u = self._mac_combination(macs, seed)
         w, alpha = w_u[:, :, VALUE], self._alpha[..., None]  # (limb, slot, 1)
         term = ring128.add(ring128.mul(alpha[:, 0], ring128.add(w[:, 0], w[:, 1])),
                            ring128.mul(alpha[:, 1], w[:, 0]))
         term = ring128.add(term, self._zero128((1,)))
-        sends = np.concatenate([self._outgoing("check-open", self.prev_party, and_open[1]),
-                                self._outgoing("mac-product", self.prev_party, term.reshape(2))])
+        count = and_open.shape[1] - 2
+        and_open[1, count:] = self._outgoing("mac-product", self.prev_party, term.reshape(2))
+        sends = and_open[1]
+        sends[:count] = self._outgoing("check-open", self.prev_party, sends[:count])
         got = await self.engine.exchange({self.prev_party: sends}, [self.next_party])
-        buf = self._received(got, self.next_party, sends.size, "AND check")
-        opened_other, mac_other = buf[:and_open.shape[1]], buf[and_open.shape[1]:]
-        self._claim["open consistency"].update(and_open[0].tobytes())
-        self._expect["open consistency"].update(opened_other.tobytes())
-        and_finish(and_open[0] ^ and_open[1] ^ opened_other)
+        buf = self._received(got, self.next_party, sends.size, "AND")
+        opened_other, mac_other = buf[:count], buf[count:]
+        self._claim["open consistency"].update(and_open[0, :count].data)
+        self._expect["open consistency"].update(opened_other.data)
+        opened = np.bitwise_xor(and_open[0, :count], sends[:count])
+        and_finish(np.bitwise_xor(opened, opened_other, out=opened))
         alpha_w = np.stack([term, mac_other.reshape(term.shape)], axis=1)
-        self._note_zero("MAC check", ring128.sub(alpha_w, w_u[:, :, MAC]), binary=False)
+        self._note_zero("MAC", ring128.sub(alpha_w, w_u[:, :, MAC]), binary=False)
         await self._compare_digests()
 
     async def _make_triples(self, ands: list[_And]) -> np.ndarray | None:
-        """Round 1: random binary triples (a, b, a AND b) as (3, slot, T) words."""
+        """Round 1: random binary triples (a, b, c = a AND b) as rows (pool, n + C, 6) of
+        words a0 b0 a1 b1 c0 c1 (component slot 0 and 1), so a permutation moves whole rows."""
         if not ands:
             return None
         n = sum(x.shape[1] for x, _, _ in ands)
-        buckets, size, cut = bucket_plan(n)
-        count = buckets * size + cut
-        a, b = self._random_words((count,)), self._random_words((count,))
+        pools, cut = check_plan(n)
+        shape = (pools, n + cut)
+        a, b = self._random_words(shape), self._random_words(shape)
         c = await self._reshare(self._and_terms(a, b), True, "triple")
-        return np.stack([a, b, c.data])
+        rows = np.empty(shape + (6,), dtype=U64)
+        for i, words in enumerate((a[0], b[0], a[1], b[1], c.data[0], c.data[1])):
+            rows[..., i] = words
+        return rows
 
     async def _coin(self) -> bytes:
         """Round 2: a 16-byte coin nobody could predict before the round (see module doc)."""
@@ -376,44 +392,61 @@ class Spdz3(Rep3):
         total = np.zeros((2, 2, 2, 1), dtype=U64)
         for data in macs:
             r = coefficients.words(data.shape[-1])
-            total = ring128.add(total, ring128.sum_(ring128.mul_u64(data, r), axis=-1)[..., None])
+            for start in range(0, data.shape[-1], _CHUNK):  # cache-sized pieces
+                part = ring128.mul_u64(data[..., start:start + _CHUNK], r[start:start + _CHUNK])
+                total = ring128.add(total, ring128.sum_(part, axis=-1)[..., None])
         return total
 
-    def _and_openings(self, ands: list[_And], triples: np.ndarray | None,
-                      seed: bytes) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
-        """Round 3 of the AND check: the words to open (slot, L) and a function that checks
-        the opened values (cut triples) and queues the zero checks (sacrifice and circuit)."""
+    def _and_openings(self, ands: list[_And], triples: np.ndarray | None, seed: bytes,
+                      extra: int) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
+        """Round 3 of the AND check: the words to open as (slot, L + extra) (the caller fills
+        the ``extra`` last words of its message), and a function that checks the opened cut
+        triples and queues the zero checks of every (AND, triple) match.
+
+        Matching a queued AND (x, y, z) with a triple (a, b, c) opens rho = x ^ a and
+        sigma = y ^ b; then z ^ c ^ (a & sigma) ^ (rho & b) ^ (rho & sigma) is zero exactly
+        when the errors of z and c are equal [FLNW17, verification with a triple]."""
         if triples is None:
-            return np.zeros((2, 0), dtype=U64), lambda opened: None
+            return np.zeros((2, extra), dtype=U64), lambda opened: None
         x, y, z = (np.concatenate([t[i] for t in ands], axis=1) for i in range(3))
-        n = x.shape[1]
-        buckets, size, cut = bucket_plan(n)
-        key = int.from_bytes(hashlib.sha256(b"perm" + seed).digest()[:16], "little")
-        order = np.random.Generator(np.random.Philox(key=key)).permutation(triples.shape[2])
-        cut_idx, rest = order[:cut], order[cut:].reshape(buckets, size)
-        kept = triples[:, :, rest[:, 0]]  # (abc, slot, buckets)
-        others = triples[:, :, rest[:, 1:].T.reshape(-1)]  # bucket-minor, (B - 1) * buckets
-        kept_rep = np.tile(kept, (1, 1, size - 1))
-        rho_s, sigma_s = kept_rep[0] ^ others[0], kept_rep[1] ^ others[1]
-        rho_c, sigma_c = x ^ kept[0, :, :n], y ^ kept[1, :, :n]
-        cut_abc = triples[:, :, cut_idx]
-        to_open = np.concatenate([cut_abc[0], cut_abc[1], cut_abc[2], rho_s, sigma_s, rho_c,
-                                  sigma_c], axis=1)
-        sizes = [cut, cut, cut, rho_s.shape[1], rho_s.shape[1], n, n]
+        n, (pools, size) = x.shape[1], triples.shape[:2]
+        cut = size - n
+        # to open: per pool its cut (a, b, c: 3 C words), then rho and sigma (2 n words)
+        width = 3 * cut + 2 * n
+        to_open = np.empty((2, pools * width + extra), dtype=U64)
+        matched = []
+        for pool in range(pools):
+            key = int.from_bytes(hashlib.sha256(b"perm" + bytes([pool]) + seed).digest()[:16],
+                                 "little")
+            order = np.random.Generator(np.random.Philox(key=key)).permutation(size)
+            # whole rows move together: one gather of 48-byte items (the cut first)
+            words = np.take(triples[pool].view("V48").reshape(-1), order).view(U64)
+            words = np.ascontiguousarray(words.reshape(size, 6).T)  # rows a0 b0 a1 b1 c0 c1
+            a, b, c = words[0:4:2], words[1:4:2], words[4:6]  # (slot, size) each
+            row = to_open[:, pool * width:(pool + 1) * width]
+            for i, w in enumerate((a, b, c)):
+                row[:, i * cut:(i + 1) * cut] = w[:, :cut]
+            np.bitwise_xor(x, a[:, cut:], out=row[:, 3 * cut:3 * cut + n])
+            np.bitwise_xor(y, b[:, cut:], out=row[:, 3 * cut + n:])
+            matched.append((a[:, cut:], b[:, cut:], c[:, cut:]))
 
         def finish(opened: np.ndarray) -> None:
-            parts = np.split(opened, np.cumsum(sizes)[:-1])
-            ca, cb, cc, p_rho, p_sigma, q_rho, q_sigma = parts
-            if not np.array_equal(cc, ca & cb):
-                raise CheatingDetected("AND check", f"party {self.party}: an opened triple of "
-                                                    "the cut-and-choose is wrong")
-            sacrifice = (kept_rep[2] ^ others[2] ^ (others[0] & p_sigma)
-                         ^ (p_rho & others[1]))
-            circuit = (z ^ kept[2, :, :n] ^ (kept[0, :, :n] & q_sigma) ^ (q_rho & kept[1, :, :n]))
-            t = np.concatenate([sacrifice, circuit], axis=1)
-            public = np.concatenate([p_rho & p_sigma, q_rho & q_sigma])
-            self._note_zero("AND check", self.xor_public(Shared(t, 1, True), public).data,
-                            binary=True)
+            t, tmp = np.empty_like(z), np.empty_like(z)
+            public = np.empty(n, dtype=U64)
+            for pool, (a, b, c) in enumerate(matched):
+                row = opened[pool * width:(pool + 1) * width]
+                ca, cb, cc = (row[i * cut:(i + 1) * cut] for i in range(3))
+                if not np.array_equal(cc, ca & cb):
+                    raise CheatingDetected("AND", f"party {self.party}: an opened triple "
+                                                        "of the cut-and-choose is wrong")
+                rho, sigma = row[3 * cut:3 * cut + n], row[3 * cut + n:]
+                np.bitwise_xor(z, c, out=t)
+                t ^= np.bitwise_and(a, sigma, out=tmp)
+                t ^= np.bitwise_and(rho, b, out=tmp)
+                slot = {0: 0, 2: 1}.get(self.party)  # who holds component 0 (as xor_public)
+                if slot is not None:
+                    t[slot] ^= np.bitwise_and(rho, sigma, out=public)
+                self._note_zero("AND", t, binary=True)
 
         return to_open, finish
 
