@@ -25,15 +25,15 @@ What is checked where:
   must be zero mod 2^128. A wrong low 64 bits anywhere passes with probability about
   2^(-s + log2(s + 1)) = 2^-57 ([SPDZ2k], section 3; s = 64).
 - ANDs: bit-sliced rep3 ANDs (one word per party per 64 ANDs), queued with their inputs.
-  ``verify`` makes r pools of n + C random triples (a, b, c = a AND b; one passive round for
-  all), tosses a coin, and in each pool opens C triples (cut-and-choose) and matches the other
-  n one to one with the n queued AND words by an independent random permutation; each match is
-  checked with the triple [FLNW17; ABF+17]. Items are whole words: an error is a 64-bit pattern
-  and a match passes only if the AND and its triple carry the same one. A cheater passes a pool
-  only if its wrong triples land exactly on its wrong ANDs: probability at most 1/(n + C); all
-  r pools: (n + C)^-r, at most 2^-40 by the choice of r and C (``check_plan``: two pools from
-  about a million words, which costs two triples, four opened words and two zero-checked words
-  per AND word, against three, six and three for buckets of three).
+  ``verify`` makes r pools of P random triples (a, b, c = a AND b; one passive round for all;
+  P > n prime), tosses a coin, and in each pool matches the n queued AND words one to one with
+  triples by a random affine map j -> a j + b mod P, opens the P - n others (cut-and-choose),
+  and checks each match with its triple [FLNW17; ABF+17]. Items are whole words: an error is a
+  64-bit pattern and a match passes only if the AND and its triple carry the same one. A
+  cheater passes a pool with probability at most 1/P (``check_plan`` has the argument), all r
+  pools with P^-r <= 2^-40 (two pools from about a million words: two triples, four opened
+  words and two zero-checked words per AND word, against three, six and three for buckets of
+  three).
 - Bits between the two worlds. ``arith_components`` hands the circuits the low limbs of the
   value components: each component is held by two servers, so the binary input is the honest
   holder's copy and equals the authenticated value mod 2^64; a cheater's deviation is an error
@@ -83,22 +83,36 @@ _HASH_KIND = {"open consistency": "open-hash", "AND": "and-hash",
               "MAC": "mac-hash", "input consistency": "input-hash"}
 
 
-def check_plan(n_words: int) -> tuple[int, int]:
-    """(pools r, cut C) for checking ``n_words`` AND words with error at most 2^-SIGMA.
+def _is_prime(n: int) -> bool:
+    if n < 2 or n % 2 == 0:
+        return n == 2
+    return all(n % d for d in range(3, math.isqrt(n) + 1, 2))
 
-    Each pool holds n + C triples: C are opened, the other n are matched one to one with the
-    queued ANDs by a random permutation. A cheater passes a pool only if its wrong triples land
-    exactly on its wrong ANDs (with the same error words): probability 1/binom(n + C, a) <=
-    1/(n + C) for a >= 1 wrong ANDs. The r pools are permuted independently: (n + C)^-r.
-    Among the plans that reach 2^-SIGMA, the one sending the fewest words (r pools of n + C
-    triples, 2 n opened words per pool, 3 C for the cut)."""
+
+def _next_prime(n: int) -> int:
+    while not _is_prime(n):
+        n += 1
+    return n
+
+
+def check_plan(n_words: int) -> tuple[int, int]:
+    """(pools r, pool size P) for checking ``n_words`` AND words with error at most 2^-SIGMA.
+
+    Each pool holds a prime number P > n of triples: P - n are opened (cut-and-choose), the
+    other n are matched one to one with the queued ANDs by a random affine map j -> a j + b
+    mod P. A cheater passes a pool only if its wrong triples are exactly the image of its wrong
+    ANDs (with the same error words). For a set A of 1 <= |A| < P positions, the affine maps
+    taking A onto a given set form a coset of A's stabiliser, which holds no translation but
+    the identity (P is prime) and so at most P - 1 maps, out of P (P - 1): probability at most
+    1/P. The r pools use independent maps: P^-r. Among the plans that reach 2^-SIGMA, the one
+    sending the fewest words (r pools of P triples, 2 n opened words per pool, 3 (P - n) for
+    the cut)."""
     plans = []
     for pools in range(2, SIGMA + 1):
-        size = max(n_words + 1, math.ceil(2 ** (SIGMA / pools)))
-        cut = size - n_words
-        plans.append((pools * (size + 2 * n_words + 3 * cut), pools, cut))
-    _, pools, cut = min(plans)
-    return pools, cut
+        size = _next_prime(max(n_words + 1, math.ceil(2 ** (SIGMA / pools))))
+        plans.append((pools * (size + 2 * n_words + 3 * (size - n_words)), pools, size))
+    _, pools, size = min(plans)
+    return pools, size
 
 
 def _align(data: np.ndarray, lead: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -363,9 +377,8 @@ class Spdz3(Rep3):
         words a0 b0 a1 b1 c0 c1 (component slot 0 and 1), so a permutation moves whole rows."""
         if not ands:
             return None
-        n = sum(x.shape[1] for x, _, _ in ands)
-        pools, cut = check_plan(n)
-        shape = (pools, n + cut)
+        pools, size = check_plan(sum(x.shape[1] for x, _, _ in ands))
+        shape = (pools, size)
         a, b = self._random_words(shape), self._random_words(shape)
         c = await self._reshare(self._and_terms(a, b), True, "triple")
         rows = np.empty(shape + (6,), dtype=U64)
@@ -416,19 +429,20 @@ class Spdz3(Rep3):
         to_open = np.empty((2, pools * width + extra), dtype=U64)
         matched = []
         for pool in range(pools):
-            key = int.from_bytes(hashlib.sha256(b"perm" + bytes([pool]) + seed).digest()[:16],
-                                 "little")
-            order = np.random.Generator(np.random.Philox(key=key)).permutation(size)
-            # whole rows move together: one gather of 48-byte items (the cut first)
+            digest = hashlib.sha256(b"match" + bytes([pool]) + seed).digest()
+            slope = 1 + int.from_bytes(digest[:16], "little") % (size - 1)  # a in [1, P - 1]
+            shift = int.from_bytes(digest[16:], "little") % size  # b in [0, P - 1]
+            order = (np.arange(size, dtype=np.int64) * slope + shift) % size  # a j + b mod P
+            # whole rows move together: one gather of 48-byte items (the matched ones first)
             words = np.take(triples[pool].view("V48").reshape(-1), order).view(U64)
             words = np.ascontiguousarray(words.reshape(size, 6).T)  # rows a0 b0 a1 b1 c0 c1
             a, b, c = words[0:4:2], words[1:4:2], words[4:6]  # (slot, size) each
             row = to_open[:, pool * width:(pool + 1) * width]
             for i, w in enumerate((a, b, c)):
-                row[:, i * cut:(i + 1) * cut] = w[:, :cut]
-            np.bitwise_xor(x, a[:, cut:], out=row[:, 3 * cut:3 * cut + n])
-            np.bitwise_xor(y, b[:, cut:], out=row[:, 3 * cut + n:])
-            matched.append((a[:, cut:], b[:, cut:], c[:, cut:]))
+                row[:, i * cut:(i + 1) * cut] = w[:, n:]
+            np.bitwise_xor(x, a[:, :n], out=row[:, 3 * cut:3 * cut + n])
+            np.bitwise_xor(y, b[:, :n], out=row[:, 3 * cut + n:])
+            matched.append((a[:, :n], b[:, :n], c[:, :n]))
 
         def finish(opened: np.ndarray) -> None:
             t, tmp = np.empty_like(z), np.empty_like(z)
