@@ -240,23 +240,28 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Exact matrix product in Z_2^128 of a (2, ..., m, n) and b (2, ..., n, k).
 
     With A = sum_i 2^(wi) A_i and B = sum_j 2^(wj) B_j (w-bit pieces), A B mod 2^128 is
-    sum_s 2^(ws) S_s with S_s = sum_{i+j=s} A_i B_j over s < P only. Each S_s is one float64
-    (BLAS) matmul of the concatenated pieces [A_0 .. A_s] by the stacked [B_s; ..; B_0].
+    sum_s 2^(ws) S_s with S_s = sum_{i+j=s} A_i B_j over s < P only. Each A_i is multiplied
+    once (a float64 BLAS matmul) by the pieces [B_0 | .. | B_{P-1-i}] side by side, and the
+    column blocks are added into the S_s they belong to.
     """
-    inner = a.shape[-1]
+    inner, k = a.shape[-1], b.shape[-1]
     if b.shape[-2] != inner:
         raise ValueError(f"matmul shapes {a.shape[1:]} and {b.shape[1:]} do not align")
     w, count = _piece_width(inner)
     pa = _pieces(a, w, count)
     pb = _pieces(b, w, count)
-    a_cat = np.concatenate(pa, axis=-1)  # (..., m, n * P)
-    out: np.ndarray | None = None
-    for s in range(count):
-        b_stack = np.concatenate(pb[s::-1], axis=-2)  # rows: B_s, B_{s-1}, ..., B_0
-        partial = np.matmul(a_cat[..., : inner * (s + 1)], b_stack)
-        term = shl(from_u64(partial.astype(U64)), w * s)
-        out = term if out is None else add(out, term)
-    assert out is not None
+    sums: list[np.ndarray] = []
+    for i in range(count):
+        product = np.matmul(pa[i], np.concatenate(pb[:count - i], axis=-1))
+        for j in range(count - i):
+            block = product[..., j * k:(j + 1) * k]
+            if i == 0:
+                sums.append(np.array(block))
+            else:
+                sums[i + j] += block
+    out = from_u64(sums[0].astype(U64))
+    for s in range(1, count):
+        out = add(out, shl(from_u64(sums[s].astype(U64)), w * s))
     return out
 
 

@@ -26,14 +26,14 @@ What is checked where:
   2^(-s + log2(s + 1)) = 2^-57 ([SPDZ2k], section 3; s = 64).
 - ANDs: bit-sliced rep3 ANDs (one word per party per 64 ANDs), queued with their inputs.
   ``verify`` makes r pools of P random triples (a, b, c = a AND b; one passive round for all;
-  P > n prime), tosses a coin, and in each pool matches the n queued AND words one to one with
-  triples by a random affine map j -> a j + b mod P, opens the P - n others (cut-and-choose),
-  and checks each match with its triple [FLNW17; ABF+17]. Items are whole words: an error is a
-  64-bit pattern and a match passes only if the AND and its triple carry the same one. A
-  cheater passes a pool with probability at most 1/P (``check_plan`` has the argument), all r
-  pools with P^-r <= 2^-40 (two pools from about a million words: two triples, four opened
-  words and two zero-checked words per AND word, against three, six and three for buckets of
-  three).
+  P > n prime), tosses a coin, and in each pool matches AND word j with triple (j + s) mod P
+  for a random shift s, opens the P - n others (cut-and-choose), and checks each match with
+  its triple [FLNW17; ABF+17]. Items are whole words: an error is a 64-bit pattern and a match
+  passes only if the AND and its triple carry the same one. A cheater passes a pool with
+  probability at most 1/P (``check_plan`` has the argument), all r pools with P^-r <= 2^-40
+  (two pools from about a million words: two triples, four opened words and two zero-checked
+  words per AND word, against three, six and three for buckets of three). A rotation moves
+  memory in order, where a general permutation would gather at random.
 - Bits between the two worlds. ``arith_components`` hands the circuits the low limbs of the
   value components: each component is held by two servers, so the binary input is the honest
   holder's copy and equals the authenticated value mod 2^64; a cheater's deviation is an error
@@ -77,6 +77,7 @@ SIGMA = 40  # statistical security (bits) of the AND check
 _CHUNK = 1 << 13  # elements per piece of the MAC combination
 CHECKS = ("open consistency", "AND", "MAC", "input consistency")
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
+_Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
 _CHECK_OF = {"product": "MAC", "mac-product": "MAC", "and": "AND",
              "triple": "AND"}  # the check a malformed message of a kind fails
 _HASH_KIND = {"open consistency": "open-hash", "AND": "and-hash",
@@ -98,21 +99,31 @@ def _next_prime(n: int) -> int:
 def check_plan(n_words: int) -> tuple[int, int]:
     """(pools r, pool size P) for checking ``n_words`` AND words with error at most 2^-SIGMA.
 
-    Each pool holds a prime number P > n of triples: P - n are opened (cut-and-choose), the
-    other n are matched one to one with the queued ANDs by a random affine map j -> a j + b
-    mod P. A cheater passes a pool only if its wrong triples are exactly the image of its wrong
-    ANDs (with the same error words). For a set A of 1 <= |A| < P positions, the affine maps
-    taking A onto a given set form a coset of A's stabiliser, which holds no translation but
-    the identity (P is prime) and so at most P - 1 maps, out of P (P - 1): probability at most
-    1/P. The r pools use independent maps: P^-r. Among the plans that reach 2^-SIGMA, the one
-    sending the fewest words (r pools of P triples, 2 n opened words per pool, 3 (P - n) for
-    the cut)."""
+    Each pool holds a prime number P > n of triples. After the coin, AND word j is matched with
+    triple (j + s) mod P for a random shift s, and the P - n triples left over are opened
+    (cut-and-choose). Extend the ANDs' error words to length P with zeros (positions n..P-1):
+    a cheater passes the pool only if the triples' error words are exactly that vector rotated
+    by s. Two shifts s != s' that both work would make the vector invariant under rotation by
+    s - s', hence (P prime) constant, hence zero: a cheater who changed any AND passes with
+    probability at most 1/P. The r pools use independent shifts: P^-r. Among the plans that
+    reach 2^-SIGMA, the one sending the fewest words (r pools of P triples, 2 n opened words per
+    pool, 3 (P - n) for the cut)."""
     plans = []
     for pools in range(2, SIGMA + 1):
         size = _next_prime(max(n_words + 1, math.ceil(2 ** (SIGMA / pools))))
         plans.append((pools * (size + 2 * n_words + 3 * (size - n_words)), pools, size))
     _, pools, size = min(plans)
     return pools, size
+
+
+def _rotation(n: int, size: int, shift: int) -> list[tuple[slice, slice]]:
+    """The matching j <-> (j + shift) mod size for j < n as contiguous pieces
+    (AND words, triples): one piece, or two when it wraps around."""
+    first = min(n, size - shift)
+    pieces = [(slice(0, first), slice(shift, shift + first))]
+    if first < n:
+        pieces.append((slice(first, n), slice(0, n - first)))
+    return pieces
 
 
 def _align(data: np.ndarray, lead: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -232,7 +243,10 @@ class Spdz3(Rep3):
         return Shared(ring128.sum_(x.data, axis + 2 if axis >= 0 else axis), 3)
 
     def mul_public(self, x: Shared, c: Public) -> Shared:
-        return Shared(ring128.mul_u64(x.data, to_ring(c)), 3)
+        c = to_ring(c)
+        if np.ndim(c) == 0 and int(c) > 0 and int(c) & (int(c) - 1) == 0:  # 2^i: a shift
+            return Shared(ring128.shl(x.data, int(c).bit_length() - 1), 3)
+        return Shared(ring128.mul_u64(x.data, c), 3)
 
     def matmul_public(self, c: np.ndarray, x: Shared) -> Shared:
         return Shared(ring128.matmul(ring128.from_u64(to_ring(c)), x.data), 3)
@@ -372,19 +386,14 @@ class Spdz3(Rep3):
         self._note_zero("MAC", ring128.sub(alpha_w, w_u[:, :, MAC]), binary=False)
         await self._compare_digests()
 
-    async def _make_triples(self, ands: list[_And]) -> np.ndarray | None:
-        """Round 1: random binary triples (a, b, c = a AND b) as rows (pool, n + C, 6) of
-        words a0 b0 a1 b1 c0 c1 (component slot 0 and 1), so a permutation moves whole rows."""
+    async def _make_triples(self, ands: list[_And]) -> _Triples | None:
+        """Round 1: random binary triples a, b, c = a AND b, each (slot, pool, P) words."""
         if not ands:
             return None
         pools, size = check_plan(sum(x.shape[1] for x, _, _ in ands))
-        shape = (pools, size)
-        a, b = self._random_words(shape), self._random_words(shape)
+        a, b = self._random_words((pools, size)), self._random_words((pools, size))
         c = await self._reshare(self._and_terms(a, b), True, "triple")
-        rows = np.empty(shape + (6,), dtype=U64)
-        for i, words in enumerate((a[0], b[0], a[1], b[1], c.data[0], c.data[1])):
-            rows[..., i] = words
-        return rows
+        return a, b, c.data
 
     async def _coin(self) -> bytes:
         """Round 2: a 16-byte coin nobody could predict before the round (see module doc)."""
@@ -410,7 +419,7 @@ class Spdz3(Rep3):
                 total = ring128.add(total, ring128.sum_(part, axis=-1)[..., None])
         return total
 
-    def _and_openings(self, ands: list[_And], triples: np.ndarray | None, seed: bytes,
+    def _and_openings(self, ands: list[_And], triples: _Triples | None, seed: bytes,
                       extra: int) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
         """Round 3 of the AND check: the words to open as (slot, L + extra) (the caller fills
         the ``extra`` last words of its message), and a function that checks the opened cut
@@ -422,41 +431,41 @@ class Spdz3(Rep3):
         if triples is None:
             return np.zeros((2, extra), dtype=U64), lambda opened: None
         x, y, z = (np.concatenate([t[i] for t in ands], axis=1) for i in range(3))
-        n, (pools, size) = x.shape[1], triples.shape[:2]
+        n, (pools, size) = x.shape[1], triples[0].shape[1:]
         cut = size - n
         # to open: per pool its cut (a, b, c: 3 C words), then rho and sigma (2 n words)
         width = 3 * cut + 2 * n
         to_open = np.empty((2, pools * width + extra), dtype=U64)
-        matched = []
+        matchings = []
         for pool in range(pools):
             digest = hashlib.sha256(b"match" + bytes([pool]) + seed).digest()
-            slope = 1 + int.from_bytes(digest[:16], "little") % (size - 1)  # a in [1, P - 1]
-            shift = int.from_bytes(digest[16:], "little") % size  # b in [0, P - 1]
-            order = (np.arange(size, dtype=np.int64) * slope + shift) % size  # a j + b mod P
-            # whole rows move together: one gather of 48-byte items (the matched ones first)
-            words = np.take(triples[pool].view("V48").reshape(-1), order).view(U64)
-            words = np.ascontiguousarray(words.reshape(size, 6).T)  # rows a0 b0 a1 b1 c0 c1
-            a, b, c = words[0:4:2], words[1:4:2], words[4:6]  # (slot, size) each
+            shift = int.from_bytes(digest, "little") % size  # AND j <-> triple (j + shift) % P
+            a, b, c = (w[:, pool] for w in triples)  # (slot, P) each
             row = to_open[:, pool * width:(pool + 1) * width]
+            opened_cut = (np.arange(n, size) + shift) % size
             for i, w in enumerate((a, b, c)):
-                row[:, i * cut:(i + 1) * cut] = w[:, n:]
-            np.bitwise_xor(x, a[:, :n], out=row[:, 3 * cut:3 * cut + n])
-            np.bitwise_xor(y, b[:, :n], out=row[:, 3 * cut + n:])
-            matched.append((a[:, :n], b[:, :n], c[:, :n]))
+                row[:, i * cut:(i + 1) * cut] = w[:, opened_cut]
+            rho, sigma = row[:, 3 * cut:3 * cut + n], row[:, 3 * cut + n:]
+            pieces = _rotation(n, size, shift)
+            for ands_at, triples_at in pieces:
+                np.bitwise_xor(x[:, ands_at], a[:, triples_at], out=rho[:, ands_at])
+                np.bitwise_xor(y[:, ands_at], b[:, triples_at], out=sigma[:, ands_at])
+            matchings.append((a, b, c, pieces))
 
         def finish(opened: np.ndarray) -> None:
             t, tmp = np.empty_like(z), np.empty_like(z)
             public = np.empty(n, dtype=U64)
-            for pool, (a, b, c) in enumerate(matched):
+            for pool, (a, b, c, pieces) in enumerate(matchings):
                 row = opened[pool * width:(pool + 1) * width]
                 ca, cb, cc = (row[i * cut:(i + 1) * cut] for i in range(3))
                 if not np.array_equal(cc, ca & cb):
-                    raise CheatingDetected("AND", f"party {self.party}: an opened triple "
-                                                        "of the cut-and-choose is wrong")
+                    raise CheatingDetected("AND", f"party {self.party}: an opened triple of "
+                                                  "the cut-and-choose is wrong")
                 rho, sigma = row[3 * cut:3 * cut + n], row[3 * cut + n:]
-                np.bitwise_xor(z, c, out=t)
-                t ^= np.bitwise_and(a, sigma, out=tmp)
-                t ^= np.bitwise_and(rho, b, out=tmp)
+                for at, tr in pieces:
+                    np.bitwise_xor(z[:, at], c[:, tr], out=t[:, at])
+                    t[:, at] ^= np.bitwise_and(a[:, tr], sigma[at], out=tmp[:, at])
+                    t[:, at] ^= np.bitwise_and(b[:, tr], rho[at], out=tmp[:, at])
                 slot = {0: 0, 2: 1}.get(self.party)  # who holds component 0 (as xor_public)
                 if slot is not None:
                     t[slot] ^= np.bitwise_and(rho, sigma, out=public)

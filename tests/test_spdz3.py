@@ -1,0 +1,83 @@
+"""Active 3PC (spdz3) specifics: the AND-check plan and attacks aimed at its checks.
+
+The generic behaviour (every block equal to plaintext, every message kind caught) is in the
+parametrised suites and tests/test_cheating.py; here are the parts only this scheme has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+
+from mpcnet.errors import CheatingDetected
+from mpcnet.net.engine import RoundEngine
+from mpcnet.net.loopback import loopback_mesh
+from mpcnet.schemes.base import Shared
+from mpcnet.schemes.faults import FaultInjector
+from mpcnet.schemes.spdz3 import SIGMA, Spdz3, check_plan
+
+U64 = np.uint64
+
+
+@pytest.mark.parametrize("n", [1, 2, 31, 1000, 65_536, 704_177, 1_048_575, 6_000_000])
+def test_check_plan_reaches_the_statistical_security(n: int) -> None:
+    pools, size = check_plan(n)
+    assert size > n and all(size % d for d in range(2, math.isqrt(size) + 1))  # a prime
+    assert pools * math.log2(size) >= SIGMA  # a cheater passes with probability <= size^-pools
+
+
+class SameErrorEverywhere(FaultInjector):
+    """Adds the same word to every word of every AND and triple message of ``party``: all
+    triples and all ANDs carry the same error, which passes every match; only the opened
+    (cut) triples can show it."""
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if party != self.party or kind not in ("and", "triple"):
+            return payload
+        self.fired += 1
+        return payload + U64(self.delta)
+
+
+def _xor_shares(words: np.ndarray) -> list[np.ndarray]:
+    """Replicated XOR shares (party i holds components i and i + 1)."""
+    rng = np.random.default_rng(9)
+    c0, c1 = (rng.integers(0, 2**63, words.shape, dtype=np.int64).view(U64) for _ in range(2))
+    comps = [c0, c1, words ^ c0 ^ c1]
+    return [np.stack([comps[i], comps[(i + 1) % 3]]) for i in range(3)]
+
+
+def _and_then_open(fault: FaultInjector | None) -> list[object]:
+    rng = np.random.default_rng(3)
+    x, y = (_xor_shares(rng.integers(0, 2**63, 500, dtype=np.int64).view(U64))
+            for _ in range(2))
+
+    async def party(engine: RoundEngine) -> np.ndarray:
+        s = await Spdz3.setup(engine, fault=fault)
+        a, b = Shared(x[engine.party], 1, True), Shared(y[engine.party], 1, True)
+        return await s.open_binary(await s.and_(a, b))
+
+    async def main() -> list[object]:
+        engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(3)]
+        return list(await asyncio.gather(*(party(e) for e in engines), return_exceptions=True))
+
+    return asyncio.run(main())
+
+
+def test_an_honest_and_opens_correctly() -> None:
+    rng = np.random.default_rng(3)
+    x, y = (rng.integers(0, 2**63, 500, dtype=np.int64).view(U64) for _ in range(2))
+    for out in _and_then_open(None):
+        np.testing.assert_array_equal(out, x & y)
+
+
+@pytest.mark.parametrize("cheater", range(3))
+def test_the_same_error_on_every_and_and_triple_is_caught_by_the_cut(cheater: int) -> None:
+    fault = SameErrorEverywhere(cheater, "and", delta=1 << 7)
+    outcomes = _and_then_open(fault)
+    assert fault.fired >= 2  # the circuit's AND and the triples
+    honest = [o for i, o in enumerate(outcomes) if i != cheater]
+    assert all(isinstance(o, CheatingDetected) for o in honest), honest
+    assert {o.check for o in honest if isinstance(o, CheatingDetected)} <= {"AND"}
