@@ -78,6 +78,7 @@ _CHUNK = 1 << 13  # elements per piece of the MAC combination
 CHECKS = ("open consistency", "AND", "MAC", "input consistency")
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
 _Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
+_Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
 _CHECK_OF = {"product": "MAC", "mac-product": "MAC", "and": "AND",
              "triple": "AND"}  # the check a malformed message of a kind fails
 _HASH_KIND = {"open consistency": "open-hash", "AND": "and-hash",
@@ -116,13 +117,14 @@ def check_plan(n_words: int) -> tuple[int, int]:
     return pools, size
 
 
-def _rotation(n: int, size: int, shift: int) -> list[tuple[slice, slice]]:
-    """The matching j <-> (j + shift) mod size for j < n as contiguous pieces
-    (AND words, triples): one piece, or two when it wraps around."""
-    first = min(n, size - shift)
-    pieces = [(slice(0, first), slice(shift, shift + first))]
-    if first < n:
-        pieces.append((slice(first, n), slice(0, n - first)))
+def _rotation(start: int, count: int, size: int, shift: int) -> _Pieces:
+    """The matching j <-> (j + shift) mod size for the AND words start..start+count-1 as
+    contiguous pieces (positions among these words, triples): one, or two where it wraps."""
+    first_triple = (start + shift) % size
+    first = min(count, size - first_triple)
+    pieces = [(slice(0, first), slice(first_triple, first_triple + first))]
+    if first < count:
+        pieces.append((slice(first, count), slice(0, count - first)))
     return pieces
 
 
@@ -430,13 +432,13 @@ class Spdz3(Rep3):
         when the errors of z and c are equal [FLNW17, verification with a triple]."""
         if triples is None:
             return np.zeros((2, extra), dtype=U64), lambda opened: None
-        x, y, z = (np.concatenate([t[i] for t in ands], axis=1) for i in range(3))
-        n, (pools, size) = x.shape[1], triples[0].shape[1:]
+        n, (pools, size) = sum(x.shape[1] for x, _, _ in ands), triples[0].shape[1:]
+        starts = np.cumsum([0] + [x.shape[1] for x, _, _ in ands[:-1]])
         cut = size - n
         # to open: per pool its cut (a, b, c: 3 C words), then rho and sigma (2 n words)
         width = 3 * cut + 2 * n
         to_open = np.empty((2, pools * width + extra), dtype=U64)
-        matchings = []
+        pools_of: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[_Pieces]]] = []
         for pool in range(pools):
             digest = hashlib.sha256(b"match" + bytes([pool]) + seed).digest()
             shift = int.from_bytes(digest, "little") % size  # AND j <-> triple (j + shift) % P
@@ -446,26 +448,32 @@ class Spdz3(Rep3):
             for i, w in enumerate((a, b, c)):
                 row[:, i * cut:(i + 1) * cut] = w[:, opened_cut]
             rho, sigma = row[:, 3 * cut:3 * cut + n], row[:, 3 * cut + n:]
-            pieces = _rotation(n, size, shift)
-            for ands_at, triples_at in pieces:
-                np.bitwise_xor(x[:, ands_at], a[:, triples_at], out=rho[:, ands_at])
-                np.bitwise_xor(y[:, ands_at], b[:, triples_at], out=sigma[:, ands_at])
-            matchings.append((a, b, c, pieces))
+            matches = []  # per queued AND: its words' pieces matched with contiguous triples
+            for (x, y, _), start in zip(ands, starts, strict=True):
+                pieces = _rotation(int(start), x.shape[1], size, shift)
+                for words, at in pieces:
+                    out = slice(start + words.start, start + words.stop)
+                    np.bitwise_xor(x[:, words], a[:, at], out=rho[:, out])
+                    np.bitwise_xor(y[:, words], b[:, at], out=sigma[:, out])
+                matches.append(pieces)
+            pools_of.append((a, b, c, matches))
 
         def finish(opened: np.ndarray) -> None:
-            t, tmp = np.empty_like(z), np.empty_like(z)
+            t = np.empty((2, n), dtype=U64)
             public = np.empty(n, dtype=U64)
-            for pool, (a, b, c, pieces) in enumerate(matchings):
+            for pool, (a, b, c, matches) in enumerate(pools_of):
                 row = opened[pool * width:(pool + 1) * width]
                 ca, cb, cc = (row[i * cut:(i + 1) * cut] for i in range(3))
                 if not np.array_equal(cc, ca & cb):
                     raise CheatingDetected("AND", f"party {self.party}: an opened triple of "
                                                   "the cut-and-choose is wrong")
                 rho, sigma = row[3 * cut:3 * cut + n], row[3 * cut + n:]
-                for at, tr in pieces:
-                    np.bitwise_xor(z[:, at], c[:, tr], out=t[:, at])
-                    t[:, at] ^= np.bitwise_and(a[:, tr], sigma[at], out=tmp[:, at])
-                    t[:, at] ^= np.bitwise_and(b[:, tr], rho[at], out=tmp[:, at])
+                for (_, _, z), start, pieces in zip(ands, starts, matches, strict=True):
+                    for words, at in pieces:
+                        out = slice(start + words.start, start + words.stop)
+                        np.bitwise_xor(z[:, words], c[:, at], out=t[:, out])
+                        t[:, out] ^= a[:, at] & sigma[out]
+                        t[:, out] ^= b[:, at] & rho[out]
                 slot = {0: 0, 2: 1}.get(self.party)  # who holds component 0 (as xor_public)
                 if slot is not None:
                     t[slot] ^= np.bitwise_and(rho, sigma, out=public)
