@@ -248,10 +248,11 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if b.shape[-2] != inner:
         raise ValueError(f"matmul shapes {a.shape[1:]} and {b.shape[1:]} do not align")
     w, count = _piece_width(inner)
-    pa = _pieces(a, w, count)
+    used = count if a[1].any() else -(-64 // w)  # a below 2^64: its top pieces are zero
+    pa = _pieces(a, w, used)
     pb = _pieces(b, w, count)
     sums: list[np.ndarray] = []
-    for i in range(count):
+    for i in range(used):
         product = np.matmul(pa[i], np.concatenate(pb[:count - i], axis=-1))
         for j in range(count - i):
             block = product[..., j * k:(j + 1) * k]

@@ -106,6 +106,15 @@ def test_matmul_random_against_ints() -> None:
     assert (r.to_int(r.matmul(a, b)) == want).all()
 
 
+def test_matmul_with_a_left_factor_below_2_64() -> None:
+    """A left factor without high limbs takes the shortcut with fewer pieces: same result."""
+    rng = np.random.default_rng(8)
+    a = r.from_u64(rng.integers(0, 1 << 64, size=(30, 100), dtype=np.uint64))
+    b = rng.integers(0, 1 << 64, size=(2, 100, 7), dtype=np.uint64)
+    want = (r.to_int(a).dot(r.to_int(b))) % MOD
+    assert (r.to_int(r.matmul(a, b)) == want).all()
+
+
 def test_matmul_shape_mismatch() -> None:
     with pytest.raises(ValueError, match="do not align"):
         r.matmul(r.zeros((2, 3)), r.zeros((4, 2)))

@@ -284,8 +284,9 @@ class Spdz3(Rep3):
         """[x0 | x1] @ [y0 + y1; y0] for value and MAC in one Z_2^128 matmul, then reshare."""
         a, b = x.data, y.data[:, :, VALUE]
         left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)  # (limb, v, m, 2n)
-        right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)[:, None]
-        term = ring128.matmul(left, right)
+        right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
+        # value and MAC apart: an input's value components have no high limb (fewer pieces)
+        term = np.stack([ring128.matmul(left[:, v], right) for v in (VALUE, MAC)], axis=1)
         z = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product")
         self._macs.append(z.reshape(2, 2, 2, -1))
         return Shared(z, 3)
@@ -334,9 +335,22 @@ class Spdz3(Rep3):
         return self._components(x.data[0, :, VALUE], True)
 
     async def bit_components(self, b: Shared) -> list[Shared]:
-        """The XOR components of bit 0 of b as authenticated Z_2^128 sharings (one round)."""
+        """The XOR components of bit 0 of b as authenticated Z_2^128 sharings (one round).
+
+        The product with alpha of 0/1 components needs no multiplication: this party's term
+        alpha_0 (x_0 + x_1) + alpha_1 x_0 (as in ``_product``) is looked up in two tables of
+        alpha multiples, since x_0 + x_1 is 0, 1 or 2."""
         comps = self._components(b.data & U64(1), False)
-        data = await self._authenticate(_lift(np.stack([c.data for c in comps], axis=1)))
+        bits = np.stack([c.data for c in comps], axis=1)  # (slot, component, ...)
+        alpha = self._alpha
+        first = ring128.mul_u64(alpha[:, 0:1], np.arange(3, dtype=U64))  # (limb, 3)
+        second = ring128.mul_u64(alpha[:, 1:2], np.arange(2, dtype=U64))
+        term = ring128.add(first[:, (bits[0] + bits[1]).view(np.int64)],
+                           second[:, bits[0].view(np.int64)])
+        macs = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])),
+                                      "product")
+        data = np.stack([_lift(bits), macs], axis=2)
+        self._macs.append(data.reshape(2, 2, 2, -1))
         return [Shared(data[:, :, :, j], 3) for j in range(len(comps))]
 
     # -- checks ----------------------------------------------------------------------------
