@@ -6,7 +6,7 @@ runs the selection, fetches and reconstructs D', checks it against the plaintext
 (``mpcnet.plain``) exactly, stops the servers and prints a summary. Exit status 0 only if D'
 equals the plaintext result.
 
-    mpc-demo [--dataset lsvt|cogload|speeddating] [--k K] [--security passive3|active4]
+    mpc-demo [--dataset lsvt|cogload|speeddating] [--k K] [--security passive3|active3|active4]
              [--workdir DIR] [--keep]
 """
 
