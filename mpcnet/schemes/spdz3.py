@@ -19,11 +19,12 @@ What is checked where:
 - Products (mul, matmul; [DEK20, Pi_mult]): two passive rep3 products in one round, x y and
   (alpha x) y. A cheater can only add errors to its messages, i.e. to the outputs. Every
   product output, every input's MAC and every authenticated bit is queued; ``verify`` checks
-  them all with one random linear combination [CGHIKLN18, Protocol 3.1 adapted to rings as in
-  DEK20 and SPDZ2k]: with coefficients r_j uniform in Z_2^64 from a coin tossed after the values
-  are fixed, w = sum r_j z_j and u = sum r_j (alpha z)_j, alpha w (one more product) minus u
-  must be zero mod 2^128. A wrong low 64 bits anywhere passes with probability about
-  2^(-s + log2(s + 1)) = 2^-57 ([SPDZ2k], section 3; s = 64).
+  them all with one random linear combination [CGHIKLN18, the batched check of all
+  multiplications, over rings as in DEK20 and SPDZ2k]: with coefficients r_j uniform in Z_2^64
+  from a coin tossed after the values are fixed, w = sum r_j z_j and u = sum r_j (alpha z)_j,
+  alpha w (one more product) minus u must be zero mod 2^128. A wrong low 64 bits anywhere
+  passes with probability about 2^(-s + log2(s + 1)) = 2^-57 (the batched MAC check of
+  [SPDZ2k]; s = 64).
 - ANDs: bit-sliced rep3 ANDs (one word per party per 64 ANDs), queued with their inputs.
   ``verify`` makes r pools of P random triples (a, b, c = a AND b; one passive round for all;
   P > n prime), tosses a coin, and in each pool matches AND word j with triple (j + s) mod P
