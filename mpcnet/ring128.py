@@ -139,8 +139,10 @@ def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def mul_u64(a: np.ndarray, c: np.ndarray | int) -> np.ndarray:
-    """a * c for uint64 (public) c, zero-extended."""
+    """a * c for uint64 (public) c, zero-extended; a scalar power of two is a shift."""
     c = np.asarray(c, dtype=U64)
+    if c.ndim == 0 and int(c) and int(c) & (int(c) - 1) == 0:
+        return shl(np.asarray(a), int(c).bit_length() - 1)
     out = _result(a, c[None])
     np.multiply(a[0], c, out=out[0])
     out[1] = _mul_high(a[0], c)

@@ -15,6 +15,7 @@ import pytest
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.loopback import loopback_mesh
+from mpcnet.schemes import rep3
 from mpcnet.schemes.base import Shared
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.spdz3 import SIGMA, Spdz3, check_plan
@@ -41,17 +42,9 @@ class SameErrorEverywhere(FaultInjector):
         return payload + U64(self.delta)
 
 
-def _xor_shares(words: np.ndarray) -> list[np.ndarray]:
-    """Replicated XOR shares (party i holds components i and i + 1)."""
-    rng = np.random.default_rng(9)
-    c0, c1 = (rng.integers(0, 2**63, words.shape, dtype=np.int64).view(U64) for _ in range(2))
-    comps = [c0, c1, words ^ c0 ^ c1]
-    return [np.stack([comps[i], comps[(i + 1) % 3]]) for i in range(3)]
-
-
 def _and_then_open(fault: FaultInjector | None) -> list[object]:
     rng = np.random.default_rng(3)
-    x, y = (_xor_shares(rng.integers(0, 2**63, 500, dtype=np.int64).view(U64))
+    x, y = (rep3.share(rng.integers(0, 2**63, 500, dtype=np.int64).view(U64), binary=True)
             for _ in range(2))
 
     async def party(engine: RoundEngine) -> np.ndarray:

@@ -70,6 +70,14 @@ class Shared:
         return self._with(np.broadcast_to(self.data, self.data.shape[:self.lead] + shape))
 
 
+def broadcast_data(data: np.ndarray, lead: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Share data with ``lead`` leading axes broadcast to the logical ``shape`` (numpy rules on
+    the logical axes only: missing logical axes are added after the leading ones)."""
+    pad = len(shape) - (data.ndim - lead)
+    data = data.reshape(data.shape[:lead] + (1,) * pad + data.shape[lead:])
+    return np.broadcast_to(data, data.shape[:lead] + shape)
+
+
 def concat(parts: Sequence[Shared]) -> Shared:
     """Flatten and join shares of the same kind, for one batched round."""
     first = parts[0]

@@ -23,12 +23,13 @@ from mpcnet.schemes.replicated import combine, random_words
 U64 = np.uint64
 
 
-def share(values: np.ndarray) -> list[np.ndarray]:
-    """Client side: replicated shares of a uint64 array, one (2, *shape) array per party."""
+def share(values: np.ndarray, binary: bool = False) -> list[np.ndarray]:
+    """Client side: replicated shares of a uint64 array (additive, or XOR when ``binary``),
+    one (2, *shape) array per party."""
     values = np.asarray(values, dtype=U64)
     x0 = random_words(values.shape)
     x1 = random_words(values.shape)
-    comps = [x0, x1, values - x0 - x1]
+    comps = [x0, x1, values ^ x0 ^ x1 if binary else values - x0 - x1]
     return [np.stack([comps[i], comps[(i + 1) % 3]]) for i in range(3)]
 
 

@@ -54,7 +54,7 @@ from mpcnet import ring
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import KEY_BYTES, PRF, random_key
-from mpcnet.schemes.base import Public, Scheme, Shared
+from mpcnet.schemes.base import Public, Scheme, Shared, broadcast_data
 from mpcnet.schemes.faults import KINDS, FaultInjector
 from mpcnet.schemes.replicated import (
     DIGEST_WORDS,
@@ -241,25 +241,17 @@ class Rep4(Scheme):
             return payload
         return self._fault.apply(self.party, kind, peer, payload)
 
-    @staticmethod
-    def _lift(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """Share data broadcast to the logical ``shape`` (numpy rules on the logical axes)."""
-        data = np.asarray(data, dtype=U64)
-        pad = len(shape) - (data.ndim - 1)
-        data = data.reshape(data.shape[:1] + (1,) * pad + data.shape[1:])
-        return np.broadcast_to(data, (3,) + shape)
-
     def _widened(self, x: Shared, c: Public) -> np.ndarray:
         """A writable copy of x's data broadcast against the public value c (same at every
         party, so the shares keep one logical shape)."""
         shape = np.broadcast_shapes(x.data.shape[1:], np.shape(c))  # c: int or array
-        return np.array(self._lift(x.data, shape), copy=True)
+        return np.array(broadcast_data(x.data, 1, shape), copy=True)
 
     def _aligned(self, x: Shared, y: Shared) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
         """Both operands broadcast to their common logical shape, flattened to (3, n)."""
         shape = np.broadcast_shapes(x.data.shape[1:], y.data.shape[1:])
-        a = self._lift(x.data, shape).reshape(3, -1)
-        b = self._lift(y.data, shape).reshape(3, -1)
+        a = broadcast_data(x.data, 1, shape).reshape(3, -1)
+        b = broadcast_data(y.data, 1, shape).reshape(3, -1)
         return a, b, shape
 
     def _slot(self, component: int) -> int:

@@ -66,7 +66,7 @@ from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import KEY_BYTES, PRF
 from mpcnet.ring import to_ring
-from mpcnet.schemes.base import Public, Shared
+from mpcnet.schemes.base import Public, Shared, broadcast_data
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.keys import pairwise_prfs
 from mpcnet.schemes.rep3 import Rep3
@@ -129,13 +129,6 @@ def _rotation(start: int, count: int, size: int, shift: int) -> _Pieces:
     return pieces
 
 
-def _align(data: np.ndarray, lead: int, shape: tuple[int, ...]) -> np.ndarray:
-    """Share data broadcast to the logical ``shape`` (numpy rules on the logical axes)."""
-    pad = len(shape) - (data.ndim - lead)
-    data = data.reshape(data.shape[:lead] + (1,) * pad + data.shape[lead:])
-    return np.broadcast_to(data, data.shape[:lead] + shape)
-
-
 def _lift(words: np.ndarray) -> np.ndarray:
     """uint64 component words (slot, ...) as Z_2^128 elements (limb, slot, ...)."""
     return np.stack([words, np.zeros_like(words)])
@@ -192,11 +185,16 @@ class Spdz3(Rep3):
         """This party's term of a 3-out-of-3 sharing of zero in Z_2^128."""
         return ring128.sub(self._next.words((2,) + shape), self._prev.words((2,) + shape))
 
-    async def _product(self, a: np.ndarray, b: np.ndarray, kind: str = "product") -> np.ndarray:
-        """Replicated product of Z_2^128 sharings (limb, slot, ...), broadcast: one round."""
+    def _product_term(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """This party's 3-out-of-3 term of the product of Z_2^128 sharings (limb, slot, ...):
+        a_i (b_i + b_{i+1}) + a_{i+1} b_i plus its share of zero (Araki et al. 2016)."""
         term = ring128.add(ring128.mul(a[:, 0], ring128.add(b[:, 0], b[:, 1])),
                            ring128.mul(a[:, 1], b[:, 0]))
-        return await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), kind)
+        return ring128.add(term, self._zero128(term.shape[1:]))
+
+    async def _product(self, a: np.ndarray, b: np.ndarray, kind: str = "product") -> np.ndarray:
+        """Replicated product of Z_2^128 sharings (limb, slot, ...), broadcast: one round."""
+        return await self._reshare128(self._product_term(a, b), kind)
 
     async def _reshare128(self, term: np.ndarray, kind: str) -> np.ndarray:
         """(limb, ...) 3-out-of-3 terms -> (limb, slot, ...) replicated shares."""
@@ -246,10 +244,7 @@ class Spdz3(Rep3):
         return Shared(ring128.sum_(x.data, axis + 2 if axis >= 0 else axis), 3)
 
     def mul_public(self, x: Shared, c: Public) -> Shared:
-        c = to_ring(c)
-        if np.ndim(c) == 0 and int(c) > 0 and int(c) & (int(c) - 1) == 0:  # 2^i: a shift
-            return Shared(ring128.shl(x.data, int(c).bit_length() - 1), 3)
-        return Shared(ring128.mul_u64(x.data, c), 3)
+        return Shared(ring128.mul_u64(x.data, to_ring(c)), 3)
 
     def matmul_public(self, c: np.ndarray, x: Shared) -> Shared:
         return Shared(ring128.matmul(ring128.from_u64(to_ring(c)), x.data), 3)
@@ -258,7 +253,7 @@ class Spdz3(Rep3):
         """c joins component 0 (slot 0 at party 0, slot 1 at party 2); alpha c joins the MAC."""
         c = to_ring(c)
         shape = np.broadcast_shapes(x.shape, np.shape(c))
-        data = np.array(_align(x.data, 3, shape), copy=True)
+        data = np.array(broadcast_data(x.data, 3, shape), copy=True)
         public = ring128.from_u64(np.broadcast_to(c, shape))
         slot = {0: 0, 2: 1}.get(self.party)
         if slot is not None:
@@ -275,8 +270,8 @@ class Spdz3(Rep3):
     async def mul(self, x: Shared, y: Shared) -> Shared:
         """x y and (alpha x) y in one round [DEK20, Pi_mult]; queued for the MAC check."""
         shape = np.broadcast_shapes(x.shape, y.shape)
-        a = _align(x.data, 3, shape)
-        b = _align(y.data[:, :, VALUE:VALUE + 1], 3, shape)
+        a = broadcast_data(x.data, 3, shape)
+        b = broadcast_data(y.data[:, :, VALUE:VALUE + 1], 3, shape)
         z = await self._product(a, b)
         self._macs.append(z.reshape(2, 2, 2, -1))
         return Shared(z, 3)
@@ -384,10 +379,7 @@ class Spdz3(Rep3):
         # round 3: every check opening and the alpha w product, in one message to prev
         and_open, and_finish = self._and_openings(ands, triples, seed, extra=2)
         w_u = self._mac_combination(macs, seed)
-        w, alpha = w_u[:, :, VALUE], self._alpha[..., None]  # (limb, slot, 1)
-        term = ring128.add(ring128.mul(alpha[:, 0], ring128.add(w[:, 0], w[:, 1])),
-                           ring128.mul(alpha[:, 1], w[:, 0]))
-        term = ring128.add(term, self._zero128((1,)))
+        term = self._product_term(self._alpha[..., None], w_u[:, :, VALUE])  # alpha w: (limb, 1)
         count = and_open.shape[1] - 2
         and_open[1, count:] = self._outgoing("mac-product", self.prev_party, term.reshape(2))
         sends = and_open[1]
