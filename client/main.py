@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--score", default="ms-gini", choices=("ms-gini",))
     s.add_argument("--security", help="passive3 | active3 | active4")
     s.add_argument("--result", required=True, help="name under which D' is stored")
+    s.add_argument("--share-with", nargs="*", default=[], metavar="ANALYST",
+                   help="other analysts who may see the job and fetch its result (default: "
+                        "only you); part of the request you sign")
 
     s = sub.add_parser("status", help="is every server reachable and its mesh connected?")
     s.add_argument("--server", nargs="*", help="only these servers")
@@ -163,7 +166,7 @@ async def _run(args: argparse.Namespace) -> int:
             return 0
         if args.cmd == "select":
             job = await cl.select(args.dataset, args.k, args.result, security=args.security,
-                                  score=args.score,
+                                  score=args.score, share_with=tuple(args.share_with),
                                   progress=None if args.json else _Progress())
             _print(args, job, f"job {job['id']} done: result {job['result']!r} stored "
                    f"({args.k} features of {job['dataset']!r}, {job['security']})\n"
@@ -216,7 +219,8 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
                  for d in items]
     elif cmd == "results":
         lines = [f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
-                 f"({r['score']}, {r['security']}, job {r['job']})  "
+                 f"({r['score']}, {r['security']}, job {r['job']}, by {r['owner']}"
+                 f"{' for ' + ','.join(r['share_with']) if r['share_with'] else ''})  "
                  f"on {_stored_on(by_server, r, 'job')}/{len(r['parties'])} servers"
                  for r in items]
     else:

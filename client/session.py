@@ -26,6 +26,7 @@ import numpy as np
 
 from mpcnet.config import Deployment, ServerConfig, check_name
 from mpcnet.errors import CheatingDetected, HandshakeError, InputError, MPCError, PeerError
+from mpcnet.jobrequest import JobRequest, SignedRequest, load_ca
 from mpcnet.net.framing import FrameProtocol, read_large_message
 from mpcnet.net.tls import client_context, describe, dial
 from parties import catalog
@@ -331,15 +332,22 @@ class Client:
 
     # -- select -------------------------------------------------------------------------------
     async def select(self, dataset: str, k: int, result: str, *, score: str = "ms-gini",
-                     security: str | None = None, poll: float = 0.5,
+                     security: str | None = None, share_with: tuple[str, ...] = (),
+                     poll: float = 0.5,
                      progress: Callable[[dict[str, Any]], None] | None = None
                      ) -> dict[str, Any]:
-        """Start a selection on the coordinator and wait for it; returns the job record."""
+        """Sign a request for a selection, start it on the coordinator and wait for it; returns
+        the job record once every server's record shows the job that was asked for."""
+        from mpcnet.schemes import registry
+
         security = security or default_security(self.dep)
+        n = registry.get(security).n_parties
+        cert, key = self.dep.identity(self.identity)
+        signed = SignedRequest.sign(JobRequest.new(self.identity, dataset, k, score, security,
+                                                   result, share_with), key, cert)
+        wire = signed.to_wire()
         leader = await self.session(self.dep.leader)
-        spec = {"dataset": dataset, "k": k, "score": score, "security": security,
-                "result": result}
-        job = (await leader.request("select", spec=spec))["job"]
+        job = (await leader.request("select", request=wire))["job"]
         while job["state"] in ("queued", "running"):
             if progress is not None:
                 progress(job)
@@ -350,11 +358,12 @@ class Client:
                                 + await self._members_report(job["id"])) from None
         if progress is not None:
             progress(job)
+        records = dict(await self._member_records(job["id"]))
         if job["state"] == "failed":
             # the coordinator alone could misreport why (it may be the server that deviated):
             # every member's own record goes into the message, and cheating seen by any wins
             errors = [str(job["error"])] + [
-                f"{name}: {rec['error']}" for name, rec in await self._member_records(job["id"])
+                f"{name}: {rec['error']}" for name, rec in records.items()
                 if not isinstance(rec, MPCError) and rec.get("error")]
             message = f"job {job['id']} failed: {errors[0]}" + "".join(
                 f"; {e}" for e in errors[1:])
@@ -364,7 +373,31 @@ class Client:
                 raise cheat
             kind = PeerError if errors[0].startswith(("PeerError", "HandshakeError")) else MPCError
             raise kind(message)
+        self._check_records(job, wire, {s.name: records[s.name]
+                                        for s in self.dep.servers[1:n]})
         return job  # type: ignore[no-any-return]
+
+    def _check_records(self, job: dict[str, Any], wire: dict[str, Any],
+                       members: dict[str, dict[str, Any] | MPCError]) -> None:
+        """A job the coordinator reports done is done on every server of its setting, each
+        record holding exactly the request this client signed; ``CheatingDetected`` else."""
+        def refuse(why: str) -> CheatingDetected:
+            return CheatingDetected("job record", f"job {job['id']}: {why}; its result "
+                                                  "cannot be trusted")
+
+        if job.get("request") != wire:
+            raise refuse(f"the coordinator {self.dep.leader.name} ran it on another request "
+                         "than the one you signed")
+        for name, rec in members.items():
+            if isinstance(rec, MPCError):
+                raise refuse(f"the coordinator reports it done, but {name} has no record of "
+                             f"it ({rec})")
+            if rec.get("request") != wire:
+                raise refuse(f"{name} ran it on another request than the one you signed")
+            if rec.get("state") != "done":
+                raise refuse(f"the coordinator reports it done, but {name} says "
+                             f"{rec.get('state')}" + (f" ({rec['error']})" if rec.get("error")
+                                                      else ""))
 
     async def _member_records(self, job_id: str) -> list[tuple[str, dict[str, Any] | MPCError]]:
         """Every other server's own record of the job, or why it could not be read; the
@@ -444,13 +477,37 @@ class Client:
 
         got = await asyncio.gather(*(one(s) for s in sessions))
         manifests = [m for m, _ in got]
-        keys = ("name", "job", "dataset", "k", "score", "rows", "security", "sharing", "parties")
-        if any({k: m.get(k) for k in keys} != {k: entry.get(k, manifests[0].get(k))
-                                               for k in keys} or m.get("party") != p
-               for p, m in enumerate(manifests)):
+        listed = {k: v for k, v in entry.items() if k != "nonce"}
+        first = manifests[0]
+        same = ("name", "job", "dataset", "k", "score", "rows", "security", "sharing", "parties",
+                "owner", "share_with", "request")
+        if (any({k: m.get(k) for k in same} != {k: first.get(k) for k in same}
+                or m.get("party") != p for p, m in enumerate(manifests))
+                or any(first.get(k) != v for k, v in listed.items())
+                or entry.get("nonce") != (first.get("request") or {}).get("nonce")):
             raise InputError(f"result {result!r}: the servers hold results of different jobs; "
                              "it cannot be reconstructed")
+        self._check_result_request(result, manifests[0])
         return Fetched(manifests[0], {p: a for p, (_, a) in enumerate(got)})
+
+    def _check_result_request(self, result: str, manifest: dict[str, Any]) -> None:
+        """The result was made by a request that an analyst signed, for this result, and that
+        names this client (every server checked it before the job ran; a client that trusts
+        no single server checks it again)."""
+        try:
+            request = SignedRequest.from_wire(manifest.get("request")).verify(
+                self.dep, load_ca(self.dep.ca))
+        except MPCError as exc:
+            raise CheatingDetected("result request", f"result {result!r}: {exc}") from None
+        made = {"name": request.result, "dataset": request.dataset, "k": request.k,
+                "score": request.score, "security": request.security,
+                "owner": request.analyst, "share_with": list(request.share_with)}
+        if any(manifest.get(key) != value for key, value in made.items()):
+            raise CheatingDetected("result request", f"result {result!r} does not match the "
+                                                     "request that made it")
+        if not request.may_read(self.identity):
+            raise InputError(f"result {result!r} belongs to {request.analyst}, who did not "
+                             f"share it with {self.identity}")
 
 
 def reconstruct(fetched: Fetched) -> np.ndarray:

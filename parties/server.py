@@ -49,6 +49,7 @@ from mpcnet.errors import (
     MPCError,
     PeerError,
 )
+from mpcnet.jobrequest import JobRequest, SignedRequest, load_ca
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import FrameProtocol, large_message
 from mpcnet.net.tls import TLSChannel, client_context, describe, dial, server_context
@@ -104,6 +105,7 @@ class Job:
     result: str
     submitted_by: str
     n_parties: int
+    request: dict[str, Any] = field(default_factory=dict)  # as the analyst signed it
     state: str = "queued"           # queued -> running -> done | failed
     error: str | None = None
     created: float = field(default_factory=time.time)
@@ -114,10 +116,22 @@ class Job:
     ended: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     SPEC = ("id", "dataset", "digest", "k", "score", "security", "result", "submitted_by",
-            "n_parties")
+            "n_parties", "request")
+
+    @classmethod
+    def of(cls, job_id: str, digest: str, r: JobRequest, wire: dict[str, Any]) -> Job:
+        """The job a verified request asks for."""
+        return cls(id=job_id, dataset=r.dataset, digest=digest, k=r.k, score=r.score,
+                   security=r.security, result=r.result, submitted_by=r.analyst,
+                   n_parties=sharing_of(r.security)[1], request=wire)
 
     def spec(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.SPEC}
+
+    def may_read(self, name: str) -> bool:
+        """The analyst who asked for the job and those it shared it with see it and its
+        result."""
+        return name == self.submitted_by or name in self.request.get("share_with", [])
 
     def record(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__
@@ -156,6 +170,7 @@ class PartyServer:
         self.storage = Storage(self.me.data_dir)
         self.server_ctx = server_context(dep.ca, self.me.cert, self.me.key)
         self.client_ctx = client_context(dep.ca, self.me.cert, self.me.key)
+        self.ca = load_ca(dep.ca)
         self.jobs: dict[str, Job] = {}
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self._inbound: dict[tuple[str, int], asyncio.Future[FrameProtocol]] = {}
@@ -393,66 +408,91 @@ class PartyServer:
             raise InputError(f"result {job.result!r} already exists; choose another --result")
         return manifest
 
-    def submit(self, spec: dict[str, Any], analyst: str) -> Job:
-        """Coordinator: validate and queue a selection job."""
+    def submit(self, wire: Any, analyst: str) -> Job:
+        """Coordinator: verify the analyst's signed request and queue its job."""
         if not self.is_coordinator:
             raise InputError(f"jobs are started by the coordinator {self.dep.leader.name} "
                              f"({self.dep.leader.address}), not by {self.name}")
-        dataset = check_name("dataset", str(spec.get("dataset", "")))
-        result = check_name("result", str(spec.get("result", "")))
-        k = spec.get("k")
-        if not isinstance(k, int) or isinstance(k, bool):
-            raise InputError("k must be an integer")
-        security = str(spec.get("security", "passive3"))
-        _, n = sharing_of(security)
-        if any(j.result == result and j.state in ("queued", "running")
+        signed = SignedRequest.from_wire(wire)
+        request = signed.verify(self.dep, self.ca)
+        if request.analyst != analyst:
+            raise AccessDenied(f"{analyst} sent a job request signed by {request.analyst}")
+        check_name("dataset", request.dataset)
+        check_name("result", request.result)
+        self._check_fresh(request)
+        if any(j.result == request.result and j.state in ("queued", "running")
                for j in self.jobs.values()):
-            raise InputError(f"result {result!r} is already being computed by another job")
-        job = Job(id=uuid.uuid4().hex[:12], dataset=dataset, digest="", k=k,
-                  score=str(spec.get("score", "ms-gini")), security=security, result=result,
-                  submitted_by=analyst, n_parties=n)
-        manifest = self._check_job(job, digest=False)
-        job.digest = catalog.digest(manifest)
+            raise InputError(f"result {request.result!r} is already being computed by another "
+                             "job")
+        job = Job.of(uuid.uuid4().hex[:12], "", request, signed.to_wire())
+        job.digest = catalog.digest(self._check_job(job, digest=False))
         self.jobs[job.id] = job
         self.storage.save_job(job.record())
         self.queue.put_nowait(job)
         log.info("job %s queued by %s: %s on %s, k=%d, %s -> result %s", job.id, analyst,
-                 job.score, dataset, k, security, result)
+                 job.score, job.dataset, job.k, job.security, job.result)
         return job
 
-    def _accept_job(self, spec: dict[str, Any]) -> Job:
-        """Member: the coordinator starts a job here."""
+    def _check_fresh(self, request: JobRequest) -> None:
+        """No two jobs run on one request (its nonce is in the job records, which persist);
+        a job refused before it started used nothing."""
+        used = [j.id for j in self.jobs.values() if j.request.get("nonce") == request.nonce
+                and (j.started is not None or j.state in ("queued", "running"))]
+        if used:
+            raise InputError(f"the job request was already used by job {used[0]}; a request "
+                             "runs once (the client signs a new one for every select)")
+
+    def _accept_job(self, spec: Any) -> Job:
+        """Member: the coordinator starts a job here. It runs only if the analyst's signed
+        request asks for exactly this job; a refusal is recorded, so that the analyst sees why
+        (under active settings a malicious coordinator is in the threat model)."""
+        job_id = spec.get("id") if isinstance(spec, dict) else None
+        if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id) or job_id in self.jobs:
+            raise InputError(f"job id {job_id!r} from the coordinator is malformed or reused")
         try:
-            job = Job(**{k: spec[k] for k in Job.SPEC})
-        except (KeyError, TypeError):
-            raise PeerError("malformed job specification from the coordinator") from None
-        # a member trusts nothing in the specification it can check itself (under active4 a
-        # malicious coordinator is in the threat model): names, types, the number of parties
-        # of the security setting, the dataset digest
-        if not isinstance(job.id, str) or not JOB_ID_RE.fullmatch(job.id) or job.id in self.jobs:
-            raise InputError(f"job id {job.id!r} from the coordinator is malformed or reused")
-        if not all(isinstance(v, str) for v in (job.security, job.score, job.submitted_by,
-                                                 job.dataset, job.result, job.digest)) \
-                or not isinstance(job.k, int) or isinstance(job.k, bool):
-            raise InputError(f"job {job.id}: malformed specification from the coordinator")
-        if not DIGEST_RE.fullmatch(job.digest):
-            raise InputError(f"job {job.id}: the coordinator sent no valid dataset digest; every "
-                             "server checks its copy of the dataset against it")
-        check_name("dataset", job.dataset)
-        check_name("result", job.result)
-        _, n = sharing_of(job.security)
-        if job.n_parties != n:
-            raise InputError(f"job {job.id}: the coordinator says {job.n_parties} parties; "
-                             f"{job.security} runs on {n}")
-        if self.party >= n:
-            raise InputError(f"{self.name} is not one of the {n} parties of {job.security}")
-        self._check_job(job)
+            signed = SignedRequest.from_wire(spec.get("request"))
+        except InputError as exc:
+            raise CheatingDetected("job request", f"{self.name}: the coordinator's job {job_id} "
+                                                  f"carries {exc}") from None
+        job = Job.of(job_id, str(spec.get("digest")), signed.request, signed.to_wire())
+        try:
+            self._check_request(job, signed, spec)
+            self._check_job(job)
+        except MPCError as exc:
+            job.state, job.finished = "failed", time.time()
+            job.error = f"{type(exc).__name__}: {exc}"
+            self.jobs[job.id] = job
+            self.storage.save_job(job.record())
+            log.warning("job %s from the coordinator refused: %s", job.id, job.error)
+            raise
         job.state, job.started = "running", time.time()
         self.jobs[job.id] = job
         self.storage.save_job(job.record())
         log.info("job %s started by the coordinator: %s on %s, k=%d, %s", job.id, job.score,
                  job.dataset, job.k, job.security)
         return job
+
+    def _check_request(self, job: Job, signed: SignedRequest, spec: dict[str, Any]) -> None:
+        """The request is the analyst's (certificate, signature, not used before) and the
+        coordinator's job is the one it asks for: ``CheatingDetected("job request")``."""
+        def refuse(why: str) -> CheatingDetected:
+            return CheatingDetected("job request", f"{self.name} refuses job {job.id}: {why}")
+
+        try:
+            signed.verify(self.dep, self.ca)
+            self._check_fresh(signed.request)
+        except (AccessDenied, InputError) as exc:
+            raise refuse(str(exc)) from None
+        for name in Job.SPEC:
+            if name not in ("id", "digest", "request") and spec.get(name) != getattr(job, name):
+                raise refuse(f"the coordinator says {name} {spec.get(name)!r}, the analyst's "
+                             f"signed request says {getattr(job, name)!r}")
+        if not DIGEST_RE.fullmatch(job.digest):
+            raise InputError(f"job {job.id}: the coordinator sent no valid dataset digest; "
+                             "every server checks its copy of the dataset against it")
+        if self.party >= job.n_parties:
+            raise InputError(f"{self.name} is not one of the {job.n_parties} parties of "
+                             f"{job.security}")
 
     async def _worker(self) -> None:
         """Coordinator: run queued jobs one at a time."""
@@ -552,7 +592,9 @@ class PartyServer:
                 "name": job.result, "dataset": job.dataset, "job": job.id, "k": job.k,
                 "score": job.score, "security": job.security, "sharing": manifest["sharing"],
                 "rows": manifest["rows"], "party": self.party,
-                "parties": [s.name for s in self.dep.servers[:job.n_parties]], "files": files}
+                "parties": [s.name for s in self.dep.servers[:job.n_parties]],
+                "owner": job.submitted_by, "share_with": job.request.get("share_with", []),
+                "request": job.request, "files": files}
             self.storage.commit_result(result_manifest, staged)
             staged = None
             job.figures = dict(engine.report(), seconds=round(time.perf_counter() - start, 4),
@@ -704,23 +746,29 @@ class _Session:
                 | {"digest": catalog.digest(m), "owners": [c["owner"]
                                                            for c in m["contributions"]]}}
 
+    def _readable(self, manifest: dict[str, Any]) -> bool:
+        """A result belongs to the analyst whose request made it and to those it named."""
+        return self.name == manifest.get("owner") or self.name in manifest.get("share_with", [])
+
     async def op_results(self, h: dict[str, Any]) -> dict[str, Any]:
         out = []
         for n in self.s.storage.result_names():
             m = self.s.storage.result(n)
-            if m is not None:
+            if m is not None and self._readable(m):
                 out.append({k: m.get(k) for k in ("name", "dataset", "job", "k", "score",
-                                                  "security", "rows", "parties")})
+                                                  "security", "rows", "parties", "owner",
+                                                  "share_with")}
+                           | {"nonce": m.get("request", {}).get("nonce")})
         return {"results": out}
 
     async def op_jobs(self, h: dict[str, Any]) -> dict[str, Any]:
-        return {"jobs": [j.view() for j in sorted(self.s.jobs.values(),
-                                                  key=lambda j: j.created)]}
+        return {"jobs": [j.view() for j in sorted(self.s.jobs.values(), key=lambda j: j.created)
+                         if j.may_read(self.name)]}
 
     async def op_job(self, h: dict[str, Any]) -> dict[str, Any]:
         job = self.s.jobs.get(str(h.get("id")))
-        if job is None:
-            raise InputError(f"no job {h.get('id')!r} on {self.s.name}")
+        if job is None or not job.may_read(self.name):
+            raise InputError(f"no job {h.get('id')!r} of yours on {self.s.name}")
         wait = h.get("wait")
         if isinstance(wait, int | float) and wait > 0 and job.state in ("queued", "running"):
             with contextlib.suppress(TimeoutError):  # long poll: answer as soon as it ends
@@ -832,13 +880,15 @@ class _Session:
 
     # -- jobs and results --------------------------------------------------------------------
     async def op_select(self, h: dict[str, Any]) -> dict[str, Any]:
-        job = self.s.submit(h.get("spec") or {}, self.name)
+        job = self.s.submit(h.get("request"), self.name)
         return {"job": job.view()}
 
     async def op_fetch(self, h: dict[str, Any]) -> None:
         name = check_name("result", str(h.get("result", "")))
-        if self.s.storage.result(name) is None:
-            raise InputError(f"no result {name!r} on {self.s.name}; see mpc-client results")
+        stored = self.s.storage.result(name)
+        if stored is None or not self._readable(stored):
+            raise InputError(f"no result {name!r} of yours on {self.s.name}; see mpc-client "
+                             "results")
         manifest, arrays = await asyncio.to_thread(self.s.storage.load_result, name)
         self.conn.send({"k": "ok", "manifest": {k: v for k, v in manifest.items()
                                                 if k != "files"},

@@ -15,8 +15,9 @@ which this server sends a message of KIND in the job, ``peer`` is a party index.
 - the message kinds of the active schemes (``mpcnet.schemes.faults.KINDS``): for active4
   ([F4]) ``jmp-value``, ``jmp-hash`` (joint message passing: value and digest),
   ``verify-hash``, ``input-hash`` (the batched check), ``key-confirm``, ``open-value``,
-  ``open-hash``; for active3 ``product``, ``and``, ``triple``, ``coin``, ``check-open``,
-  ``mac-product`` and the digests ``open-hash``, ``and-hash``, ``mac-hash``, ``input-hash``;
+  ``open-hash``; for active3 ``product``, ``and``, ``triple``, ``mac-sum``, ``coin``,
+  ``mac-product``, ``check-open``, the zero tests' claims ``and-claim``, ``mac-claim`` and the
+  digests ``open-hash``, ``and-hash``, ``mac-hash``, ``input-hash``;
 - ``key-contribution``: the first frame of the job to each peer (this server's contributions
   to the correlated-randomness keys, setup round 1);
 - ``data-share``, ``label-share``: the server's own share of the stored dataset, perturbed when

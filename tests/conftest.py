@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -10,7 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
+from mpcnet.net.loopback import loopback_mesh
 from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme
 
@@ -35,6 +38,31 @@ def run_protocol(scheme: str, inputs: dict[str, np.ndarray],
         return await body(s, **args)
 
     return run_local_sync(info.n_parties, party)
+
+
+def outcomes(n_parties: int, party: Callable[[RoundEngine], Awaitable[Any]],
+             round_timeout: float = 5.0) -> list[object]:
+    """Run ``party`` at every party of an in-process mesh until one of them fails (an abort
+    ends the job for everyone, as the servers relay it): per party what it returned, the
+    exception it raised, or None if it was still running then."""
+    async def main() -> list[object]:
+        engines = [RoundEngine(ch, round_timeout=round_timeout)
+                   for ch in loopback_mesh(n_parties)]
+        tasks = [asyncio.create_task(party(e)) for e in engines]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in tasks:
+            task.cancel()
+        out: list[object] = []
+        for task in tasks:
+            try:
+                out.append(await task)
+            except asyncio.CancelledError:
+                out.append(None)
+            except Exception as exc:  # noqa: BLE001 - the outcome under test
+                out.append(exc)
+        return out
+
+    return asyncio.run(main())
 
 
 def opened(results: list[Any]) -> Any:

@@ -176,10 +176,10 @@ def healthy(cluster: LocalCluster) -> bool:
     return all(r["reachable"] and r["mesh_ok"] for r in rows)
 
 
-def fetch_values(cluster: LocalCluster, result: str) -> np.ndarray:
+def fetch_values(cluster: LocalCluster, result: str, identity: str = "analyst") -> np.ndarray:
     async def go(cl: Client) -> np.ndarray:
         return reconstruct(await cl.fetch(result))
-    return call(cluster, "analyst", go)  # type: ignore[no-any-return]
+    return call(cluster, identity, go)  # type: ignore[no-any-return]
 
 
 def select_checked(cluster: LocalCluster, dataset: str, k: int, result: str,

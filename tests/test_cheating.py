@@ -11,17 +11,16 @@ same batched checks before the opening that follows them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import outcomes
 
 from mpcnet.errors import CheatingDetected
 from mpcnet.featsel.gini_fs import gini_fs
 from mpcnet.net.engine import RoundEngine
-from mpcnet.net.loopback import loopback_mesh
 from mpcnet.ops.truncate import trunc
 from mpcnet.plain.scores import msgini_fraction
 from mpcnet.plain.select import topk_fraction
@@ -58,8 +57,8 @@ async def _truncation(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
     return (await s.open(await trunc(s, data, 3))).view(np.int64)
 
 
-async def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None = None,
-               body: Callable[..., Awaitable[np.ndarray]] = _selection) -> list[object]:
+def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None = None,
+         body: Callable[..., Awaitable[np.ndarray]] = _selection) -> list[object]:
     """Each party's outcome: what ``body`` opened, or the exception it raised. ``bad_input``
     names a party that uses a wrong share of one input value instead of what the client sent."""
     info = registry.get(scheme)
@@ -74,20 +73,7 @@ async def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None =
         mine_data, mine_labels = await s.input(data[engine.party], lab[engine.party])
         return await body(s, mine_data, mine_labels)
 
-    engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(info.n_parties)]
-    tasks = [asyncio.create_task(party(e)) for e in engines]
-    await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    for task in tasks:  # an abort ends the job for everyone (the servers relay it)
-        task.cancel()
-    outcomes: list[object] = []
-    for task in tasks:
-        try:
-            outcomes.append(await task)
-        except asyncio.CancelledError:
-            outcomes.append(None)
-        except Exception as exc:  # noqa: BLE001 - the outcome under test
-            outcomes.append(exc)
-    return outcomes
+    return outcomes(info.n_parties, party)
 
 
 def _messages_of_each_kind(scheme: str, body: Callable[..., Any]) -> dict[tuple[int, str], int]:
@@ -100,8 +86,8 @@ def _messages_of_each_kind(scheme: str, body: Callable[..., Any]) -> dict[tuple[
                 counts[(party, kind)] = counts.get((party, kind), 0) + 1
             return payload
 
-    outcomes = asyncio.run(_run(scheme, Counter(0, KINDS[scheme][0], times=0), body=body))
-    assert all(isinstance(o, np.ndarray) for o in outcomes)
+    ran = _run(scheme, Counter(0, KINDS[scheme][0], times=0), body=body)
+    assert all(isinstance(o, np.ndarray) for o in ran)
     return counts
 
 
@@ -116,9 +102,9 @@ def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any]
             continue
         for position in sorted({0, n // 2, n - 1}):
             fault = FaultInjector(cheater, kind, after=position, delta=1 << 20)
-            outcomes = asyncio.run(_run(scheme, fault, body=body))
+            ran = _run(scheme, fault, body=body)
             cases += 1
-            honest = [o for i, o in enumerate(outcomes) if i != cheater]
+            honest = [o for i, o in enumerate(ran) if i != cheater]
             caught = [o for o in honest if isinstance(o, CheatingDetected)]
             outputs = [o for o in honest if isinstance(o, np.ndarray)]
             assert fault.fired == 1, (kind, position)
@@ -132,7 +118,7 @@ def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any]
 
 def test_honest_runs_are_correct() -> None:
     for scheme in ACTIVE:
-        for out in asyncio.run(_run(scheme, None)):
+        for out in _run(scheme, None):
             np.testing.assert_array_equal(np.asarray(out), _expected())
 
 
@@ -158,8 +144,8 @@ def test_cheating_in_truncation_and_random_bits_is_detected(cheater: int) -> Non
 
 @pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
 def test_wrong_input_share_is_detected(scheme: str, cheater: int) -> None:
-    outcomes = asyncio.run(_run(scheme, None, bad_input=cheater))
-    honest = [o for i, o in enumerate(outcomes) if i != cheater]
+    ran = _run(scheme, None, bad_input=cheater)
+    honest = [o for i, o in enumerate(ran) if i != cheater]
     # caught by the first check the wrong share reaches (active4: a product's joint-message
     # hash, or the input consistency check; active3: the input consistency check)
     assert any(isinstance(o, CheatingDetected) for o in honest)

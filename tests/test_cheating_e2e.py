@@ -63,9 +63,13 @@ CHECKS = {  # per setting, message kind -> the checks that may catch a deviation
         "label-share": _ACTIVE3_ALL,
         # an error in a message leaves the two copies of a component different: the check of
         # its kind, or the opening of a value that depends on it in the checks, names it
-        **dict.fromkeys(("product", "mac-product", "and", "triple", "check-open"),
+        **dict.fromkeys(("product", "and", "triple", "check-open"),
                         {"MAC", "AND", "open consistency"}),
-        "coin": {"coin"},
+        # round 1 carries the triples and the MAC check's sums in one frame (its shape is
+        # checked as AND), round 2 the coin and alpha w (its shape is checked as coin)
+        "mac-sum": {"MAC", "AND"}, "mac-product": {"MAC", "coin"}, "coin": {"coin"},
+        # the claims of the zero tests travel hashed in the last frame
+        "and-claim": {"AND"}, "mac-claim": {"MAC"},
         # the four digests travel in one frame, whose shape is checked as open consistency
         "open-hash": {"open consistency"}, "and-hash": {"AND", "open consistency"},
         "mac-hash": {"MAC", "open consistency"},
@@ -73,11 +77,13 @@ CHECKS = {  # per setting, message kind -> the checks that may catch a deviation
     },
 }
 # Digests that share a frame: frame faults are run on one of them only (active4: verify-hash,
-# active3: mac-hash). In active4 a consistent change of a server's own random key
+# active3: mac-hash); a zero test's claim is no frame of its own (it is hashed into the digests)
+# and goes to one peer: "add" only. In active4 a consistent change of a server's own random key
 # contribution is no deviation (no "add"); in active3 it is (each peer derives a different key).
 ACTIONS_OF = {
     "active4": {"input-hash": ("add", "split"), "key-contribution": ACTIONS[1:]},
-    "active3": {k: ("add", "split") for k in ("open-hash", "and-hash", "input-hash")},
+    "active3": {**{k: ("add", "split") for k in ("open-hash", "and-hash", "input-hash")},
+                **{k: ("add",) for k in ("and-claim", "mac-claim")}},
 }
 
 # Default run: every fault kind at least once, every server the cheater once.
@@ -94,11 +100,11 @@ DEFAULT = {
     },
     "active3": {
         "alice": ["product:add:middle", "key-contribution:split", "data-share:add",
-                  "and:short:last", "coin:add"],
+                  "and:short:last", "coin:add", "mac-sum:add"],
         "bob": ["triple:add", "check-open:split", "and:drop:middle", "mac-hash:add",
                 "mac-product:add"],
         "carol": ["and:garbage:first", "and-hash:add", "label-share:add", "input-hash:split",
-                  "open-hash:add", "product:short:last"],
+                  "open-hash:add", "product:short:last", "mac-claim:add"],
     },
 }
 CASES = [(setting, name) for setting in SETTINGS for name in SERVER_NAMES[:N_SERVERS[setting]]]

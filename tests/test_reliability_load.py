@@ -128,12 +128,14 @@ def test_concurrent_owners_and_analysts(cluster: LocalCluster, files: dict[str, 
     expect = {"load-rows": lambda k: plaintext(rows_order, k),
               "load-cols": lambda k: _plaintext_columns(cols_order, k),
               "load-wide": lambda k: plaintext([files["wide"]], k)}
-    results = listing(cluster, "results")
+    results = {a: listing(cluster, "results", a) for a in ("analyst", "analyst-2")}
     for analyst, ds, k, res in JOBS:
-        for name, rs in results.items():  # each result records its own dataset and k
+        other = "analyst-2" if analyst == "analyst" else "analyst"
+        for name, rs in results[analyst].items():  # each result records its own dataset and k
             r = next(x for x in rs if x["name"] == res)
-            assert (r["dataset"], r["k"]) == (ds, k), (name, r)
-        got = fetch_values(cluster, res)
+            assert (r["dataset"], r["k"], r["owner"]) == (ds, k, analyst), (name, r)
+            assert all(x["name"] != res for x in results[other][name])  # not the other's
+        got = fetch_values(cluster, res, analyst)
         assert got.shape == (views[ds]["rows"], k)
         assert np.array_equal(got, expect[ds](k)), f"{res} by {analyst} differs"
     submitter = {j["result"]: j["submitted_by"] for j in done}

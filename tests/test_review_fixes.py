@@ -11,6 +11,7 @@ answers while a job loads a dataset, names with a trailing newline, and the rang
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -45,6 +46,7 @@ from mpcnet.errors import (
     PeerError,
     RangeError,
 )
+from mpcnet.jobrequest import JobRequest, SignedRequest
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import client_context, dial, run
 from mpcnet.schemes import registry
@@ -184,24 +186,41 @@ def test_storage_refuses_paths_outside_its_folders(tmp_path: Path) -> None:
 # -- 2: members check the coordinator's job specification --------------------------------------
 def test_members_check_the_job_specification(cluster: FaultCluster,
                                              request: pytest.FixtureRequest) -> None:
+    """A member runs a job only if the analyst's signed request asks for exactly it."""
     dep = cluster.dep
     bob = dep.server("bob").data_dir
     digest = catalog.digest(json.loads((bob / "datasets" / "base" / "manifest.json")
                                        .read_text()))
-    done = json.loads(next((bob / "jobs").glob("*.json")).read_text())["id"]
+    ran = json.loads(next((bob / "jobs").glob("*.json")).read_text())
+    cert, key = dep.identity("analyst")
+    asked = JobRequest.new("analyst", "base", K, "ms-gini", "active4", "forged")
+    signed = SignedRequest.sign(asked, key, cert).to_wire()
+    own_cert, own_key = dep.identity("alice")  # the coordinator signing in the analyst's name
+    by_alice = SignedRequest.sign(asked, own_key, own_cert).to_wire()
 
-    def spec(**over: Any) -> dict[str, Any]:
-        return {"id": "0123456789ab", "dataset": "base", "digest": digest, "k": K,
+    ids = itertools.count(0xABC000)
+
+    def spec(request: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
+        return {"id": f"{next(ids):012x}", "dataset": "base", "digest": digest, "k": K,
                 "score": "ms-gini", "security": "active4", "result": "forged",
-                "submitted_by": "analyst", "n_parties": 4} | over
+                "submitted_by": "analyst", "n_parties": 4,
+                "request": signed if request is None else request} | over
 
     cases = {"id climbing out of jobs/": (spec(id="../../../../evil-job"), "job id"),
              "id with a newline": (spec(id="0123456789ab\n"), "job id"),
-             "a job id bob already ran": (spec(id=done), "job id"),
-             "3 parties for active4": (spec(n_parties=3), "runs on 4"),
-             "5 parties for active4": (spec(n_parties=5), "runs on 4"),
-             "no dataset digest": (spec(digest=""), "digest"),
-             "k not an integer": (spec(k="3"), "malformed")}
+             "a job id bob already ran": (spec(id=ran["id"]), "job id"),
+             "no signed request": (spec(request={}), "no signed job request"),
+             "3 parties for active4": (spec(n_parties=3), "says n_parties 3"),
+             "5 parties for active4": (spec(n_parties=5), "says n_parties 5"),
+             "another k than signed": (spec(k=K + 1), "says k"),
+             "k not an integer": (spec(k="3"), "says k"),
+             "passive3 for a signed active4": (spec(security="passive3"), "says security"),
+             "the request's k changed": (spec(signed | {"k": K + 1}, k=K + 1), "does not verify"),
+             "signed by the coordinator": (spec(by_alice), "certificate of ['alice']"),
+             "a request bob already ran": (spec(ran["request"], dataset=ran["dataset"],
+                                                k=ran["k"], result=ran["result"]),
+                                           "already used"),
+             "no dataset digest": (spec(digest=""), "digest")}
 
     async def one(s: dict[str, Any]) -> dict[str, Any] | None:
         conn = await connect(dep, "alice", "bob", {"k": "hello", "as": "peer", "from": "alice",
@@ -214,12 +233,14 @@ def test_members_check_the_job_specification(cluster: FaultCluster,
     for name, (s, words) in cases.items():
         got = run(one(s))
         assert got is not None and got["k"] == "err", f"{name}: bob accepted it ({got})"
-        assert got["type"] == "InputError" and words in got["msg"], (name, got)
+        kind = "InputError" if words in ("job id", "digest") else "CheatingDetected"
+        assert got["type"] == kind and words in got["msg"], (name, got)
     assert not escaped(cluster, "evil-job")
     jobs = call(cluster, "analyst", lambda cl: cl.listing("jobs"))["bob"]
-    assert not any(j["result"] == "forged" for j in jobs)
+    refused = [j for j in jobs if j["result"] == "forged"]
+    assert refused and all(j["state"] == "failed" for j in refused)  # recorded, never run
     report(request, f"review: {len(cases)}/{len(cases)} forged job specifications refused by a "
-           "member")
+           f"member, each with a named reason ({len(refused)} recorded for the analyst)")
 
 
 # -- 3: fetch takes the number of parties from the security setting ----------------------------

@@ -1,8 +1,12 @@
 """Layer: schemes. Test-only fault injection for the active schemes' cheating-server tests.
 
 An active scheme passes every outgoing message through its injector (when one is given) under a
-named message kind; the injector adds an error to the chosen messages. Only tests construct one:
-a normal configuration never passes it to a scheme, and nothing in the product reads it.
+named message kind, and tells it what the party learns that a cheater could adapt to (the
+coins of the checks, its own components of their secret coefficients). ``FaultInjector`` adds
+an error to the chosen messages; adaptive strategies (tests/test_adaptive.py) subclass it,
+change a message in place (so the cheater's own copy agrees with what it sent) and compute
+their errors from what they observed. Only tests construct one: a normal configuration never
+passes it to a scheme, and nothing in the product reads it.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ KINDS: dict[str, tuple[str, ...]] = {
     # [F4] joint message passing, openings and the batched digests
     "active4": ("jmp-value", "jmp-hash", "open-value", "open-hash", "verify-hash",
                 "input-hash", "key-confirm"),
-    # SPDZ-wise 3PC: products (value and MAC), circuit ANDs, triple generation, the coin,
-    # openings inside the checks, the MAC-check product, user openings and the final digests
-    "active3": ("product", "and", "triple", "coin", "check-open", "mac-product",
-                "open-value", "open-hash", "and-hash", "mac-hash", "input-hash"),
+    # SPDZ-wise 3PC: products (value and MAC), circuit ANDs, triple generation, the MAC
+    # check's sums and its alpha w product, the coin, openings inside the checks, the values
+    # the zero tests claim (before hashing), user openings and the final digests
+    "active3": ("product", "and", "triple", "mac-sum", "coin", "mac-product", "check-open",
+                "and-claim", "mac-claim", "open-value", "open-hash", "and-hash", "mac-hash",
+                "input-hash"),
 }
 
 
@@ -55,3 +61,7 @@ class FaultInjector:
         out = np.array(payload, dtype=U64, copy=True).reshape(-1)
         out[0] = out[0] + U64(self.delta % (1 << 64))
         return out.reshape(payload.shape)
+
+    def observe(self, party: int, event: str, value: object) -> None:
+        """What party ``party`` learns during a check (``"coin"``: the seed; ``"mac-coefficients"``:
+        (entry, start, its components)); fixed faults ignore it."""

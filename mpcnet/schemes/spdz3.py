@@ -7,6 +7,8 @@ Xing, CRYPTO 2018 (MACs over Z_2^(k+s)); [CGHIKLN18] Chida et al., "Fast large-s
 honest-majority MPC for malicious adversaries", CRYPTO 2018 (checking all products at once);
 [FLNW17] Furukawa, Lindell, Nof, Weinstein, Eurocrypt 2017 and [ABF+17] Araki et al.,
 IEEE S&P 2017 (binary triples: cut-and-choose, verification of an AND with a triple).
+MP-SPDZ's ``SpdzWise`` check (data61/MP-SPDZ, Protocols/SpdzWise.hpp) combines the products
+with secret coefficients, as done here.
 
 Sharing. Every value is a rep3 sharing (party i holds components i and i+1, as in ``rep3``)
 of x in Z_2^128 and of its MAC alpha x, alpha a replicated random key no party knows. Data
@@ -14,27 +16,44 @@ layout: ``data[limb, slot, v]`` with limb 0/1 the low/high 64 bits (``ring128``)
 two components held and v = 0 the value, v = 1 its MAC, then the logical shape (lead 3). Only
 x mod 2^64 (k = 64 bits) carries data; the upper s = 64 bits let a MAC catch errors there.
 
-What is checked where:
+The rule every check follows: its randomness is fixed after every value and error it tests,
+and whatever a cheater sends after that cannot make the outcome depend on a secret. Whether a
+job aborts must not depend on secret data (docs/cheating.md has the table and the attacks).
 
 - Products (mul, matmul; [DEK20, Pi_mult]): two passive rep3 products in one round, x y and
-  (alpha x) y. A cheater can only add errors to its messages, i.e. to the outputs. Every
-  product output, every input's MAC and every authenticated bit is queued; ``verify`` checks
-  them all with one random linear combination [CGHIKLN18, the batched check of all
-  multiplications, over rings as in DEK20 and SPDZ2k]: with coefficients r_j uniform in Z_2^64
-  from a coin tossed after the values are fixed, w = sum r_j z_j and u = sum r_j (alpha z)_j,
-  alpha w (one more product) minus u must be zero mod 2^128. A wrong low 64 bits anywhere
-  passes with probability about 2^(-s + log2(s + 1)) = 2^-57 (the batched MAC check of
-  [SPDZ2k]; s = 64).
+  (alpha x) y. A cheater can only add errors to its messages. Every product output, every
+  input's MAC, every authenticated bit and random value is queued (z_j, m_j); write
+  d_j = alpha z_j - m_j. ``verify`` combines them with coefficients r_j that are themselves
+  replicated random values nobody knows (uniform in Z_2^128, drawn from the pairwise PRFs):
+  each party's 3-out-of-3 terms of w = sum r_j z_j and u = sum r_j m_j are local dot
+  products, reshared in one round, then t = u - alpha w (one more product) must be zero
+  [CGHIKLN18 over rings, as in MP-SPDZ's SpdzWise].
+  Why the coefficients are secret. Errors reach later MACs multiplied by secrets: an error e
+  on m_x becomes e y in the MAC of x y. With public coefficients the cheater knows every r_j,
+  so with e = 2^127 the check passes exactly when r_x + r_z y is even, a parity it can
+  evaluate for each guess of y: the abort itself reveals y, whatever happens after the coin;
+  and any product it sends after the coin could cancel its error for a guessed y. With
+  secret coefficients t = -sum r_j d_j + (errors added to w, u and alpha w); let V be the
+  least 2-adic valuation among the d_j. V is fixed by the cheater's own additive errors and
+  alpha, not by data (every d_j is its own error plus earlier d_i times secrets, so the first
+  output reaching valuation V keeps it). The component of each r_j the cheater lacks is
+  uniform, so sum r_j d_j is uniform over the multiples of 2^V whatever the secrets are, and
+  t is uniform on a coset that depends on its errors and alpha only: both the outcome and
+  the value t itself are independent of the data. A wrong low 64 bits (V < 64 unless the
+  cheater guesses alpha) passes with probability about 2^-57 (s + 1 possible valuations,
+  each passing with 2^-(128 - V) at most: the bound of [SPDZ2k] for s = 64); errors only in
+  the upper 64 bits cannot change any output and pass with a probability that depends on
+  nothing secret.
 - ANDs: bit-sliced rep3 ANDs (one word per party per 64 ANDs), queued with their inputs.
   ``verify`` makes r pools of P random triples (a, b, c = a AND b; one passive round for all;
   P > n prime), tosses a coin, and in each pool matches AND word j with triple (j + s) mod P
   for a random shift s, opens the P - n others (cut-and-choose), and checks each match with
   its triple [FLNW17; ABF+17]. Items are whole words: an error is a 64-bit pattern and a match
   passes only if the AND and its triple carry the same one. A cheater passes a pool with
-  probability at most 1/P (``check_plan`` has the argument), all r pools with P^-r <= 2^-40
-  (two pools from about a million words: two triples, four opened words and two zero-checked
-  words per AND word, against three, six and three for buckets of three). A rotation moves
-  memory in order, where a general permutation would gather at random.
+  probability at most 1/P (``check_plan`` has the argument), all r pools with P^-r <= 2^-40.
+  An AND's error is what the cheater XORs into its message, whatever the inputs are, so the
+  outcome depends on its errors and the coin only. A rotation moves memory in order, where a
+  general permutation would gather at random.
 - Bits between the two worlds. ``arith_components`` hands the circuits the low limbs of the
   value components: each component is held by two servers, so the binary input is the honest
   holder's copy and equals the authenticated value mod 2^64; a cheater's deviation is an error
@@ -44,13 +63,21 @@ What is checked where:
 - Openings: ``verify`` first, so nothing derived from an unchecked value leaves; then one
   round in which each party gets its missing component from one holder and a digest of it
   from the other. Only the low 64 bits are opened, so the upper bits of Z_2^128 never leak.
+  The openings inside the checks (cut triples, x ^ a, y ^ b) are vouched for the same way in
+  the last round, before any outcome is decided.
 - Inputs: clients share 64-bit values as for passive3 (``rep3.share``); ``note_input`` hashes
   the components each pair of servers holds in common, compared in ``verify``; the MACs come
   from one product with alpha.
 - The coin: the XOR of one PRF output under each pairwise key; each party learns the output of
-  the key it lacks from both its holders, who must agree (``CheatingDetected("coin")``).
+  the key it lacks from both its holders, who must agree (``CheatingDetected("coin")``). The
+  key the two honest parties share makes it unpredictable to the third until it is sent.
+- Zero tests (AND, MAC): each party claims the sum of its two components of t to the next
+  party, which holds the third; a digest of each claim travels in the last round. The two
+  honest parties compare their own copies, so a cheater's claim cannot make a non-zero t
+  pass, and the claims reveal only t, which is zero or independent of the data (above).
 
-``verify`` takes four rounds: triples, coin, openings with the alpha w product, digests.
+``verify`` takes four rounds: triples with the MAC sums, coin with alpha w, the openings of
+the AND check, digests.
 """
 
 from __future__ import annotations
@@ -64,7 +91,7 @@ import numpy as np
 from mpcnet import ring128
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
-from mpcnet.prf import KEY_BYTES, PRF
+from mpcnet.prf import PRF
 from mpcnet.ring import to_ring
 from mpcnet.schemes.base import Public, Shared, broadcast_data
 from mpcnet.schemes.faults import FaultInjector
@@ -80,10 +107,11 @@ CHECKS = ("open consistency", "AND", "MAC", "input consistency")
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
 _Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
 _Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
-_CHECK_OF = {"product": "MAC", "mac-product": "MAC", "and": "AND",
-             "triple": "AND"}  # the check a malformed message of a kind fails
+_CHECK_OF = {"product": "MAC", "and": "AND"}  # the check a malformed message of a kind fails
 _HASH_KIND = {"open consistency": "open-hash", "AND": "and-hash",
               "MAC": "mac-hash", "input consistency": "input-hash"}
+_CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
+_Part = tuple[str, np.ndarray]  # (message kind, array) in a message of several parts
 
 
 def _is_prime(n: int) -> bool:
@@ -162,6 +190,36 @@ class Spdz3(Rep3):
         if self._fault is None:
             return payload
         return self._fault.apply(self.party, kind, peer, payload)
+
+    def _observe(self, event: str, value: object) -> None:
+        if self._fault is not None:
+            self._fault.observe(self.party, event, value)
+
+    async def _ring_round(self, backward: list[_Part], forward: list[_Part], check: str
+                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """One round of the checks: ``backward`` parts in one message to the previous party,
+        ``forward`` parts to the next; each part passes the fault hook under its kind. The
+        same parts come back from the next and the previous party (the ring is symmetric),
+        split to the shapes sent; a message of another size fails ``check``."""
+        sends, expect = {}, []
+        for peer, parts, source in ((self.prev_party, backward, self.next_party),
+                                    (self.next_party, forward, self.prev_party)):
+            if parts:
+                flat = [np.ascontiguousarray(self._outgoing(kind, peer, a)).reshape(-1)
+                        for kind, a in parts]
+                sends[peer] = flat[0] if len(flat) == 1 else np.concatenate(flat)
+                expect.append((source, parts))
+        got = await self.engine.exchange(sends, [source for source, _ in expect])
+        out = []
+        for source, parts in expect:
+            buf = self._received(got, source, sum(a.size for _, a in parts), check)
+            pieces, start = [], 0
+            for _, a in parts:
+                pieces.append(buf[start:start + a.size].reshape(a.shape))
+                start += a.size
+            out.append(pieces)
+        by_source = dict(zip([source for source, _ in expect], out, strict=True))
+        return by_source.get(self.next_party, []), by_source.get(self.prev_party, [])
 
     def _reset_digests(self) -> None:
         """Per check: what I claim to the next party, and what I expect the previous to claim."""
@@ -364,87 +422,112 @@ class Spdz3(Rep3):
             mine, third = t[0] ^ t[1], t[1]
         else:
             mine, third = ring128.add(t[:, 0], t[:, 1]), ring128.neg(t[:, 1])
+        mine = self._outgoing(_CLAIM_KIND[check], self.next_party, np.ascontiguousarray(mine))
         self._claim[check].update(np.ascontiguousarray(mine).data)
         self._expect[check].update(np.ascontiguousarray(third).data)
 
     async def verify(self) -> None:
-        """Check every queued product, AND and input (four rounds; nothing when none)."""
+        """Check every queued product, AND and input: four rounds (three without ANDs, one
+        with only inputs); nothing when nothing is queued."""
         if not (self._macs or self._ands or self._pending_input):
             return
         ands, self._ands = self._ands, []
         macs, self._macs = self._macs, []
         self._pending_input = False
-        triples = await self._make_triples(ands)
-        seed = await self._coin()
-        # round 3: every check opening and the alpha w product, in one message to prev
-        and_open, and_finish = self._and_openings(ands, triples, seed, extra=2)
-        w_u = self._mac_combination(macs, seed)
-        term = self._product_term(self._alpha[..., None], w_u[:, :, VALUE])  # alpha w: (limb, 1)
-        count = and_open.shape[1] - 2
-        and_open[1, count:] = self._outgoing("mac-product", self.prev_party, term.reshape(2))
-        sends = and_open[1]
-        sends[:count] = self._outgoing("check-open", self.prev_party, sends[:count])
-        got = await self.engine.exchange({self.prev_party: sends}, [self.next_party])
-        buf = self._received(got, self.next_party, sends.size, "AND")
-        opened_other, mac_other = buf[:count], buf[count:]
-        self._claim["open consistency"].update(and_open[0, :count].data)
-        self._expect["open consistency"].update(opened_other.data)
-        opened = np.bitwise_xor(and_open[0, :count], sends[:count])
-        and_finish(np.bitwise_xor(opened, opened_other, out=opened))
-        alpha_w = np.stack([term, mac_other.reshape(term.shape)], axis=1)
-        self._note_zero("MAC", ring128.sub(alpha_w, w_u[:, :, MAC]), binary=False)
+        triples = self._triple_terms(ands)
+        sums = self._mac_sums(macs) if macs else None
+        # round 1: the triples' AND terms and the terms of w and u, to the previous party
+        back: list[_Part] = [] if triples is None else [("triple", triples[2][0])]
+        if sums is not None:
+            back.append(("mac-sum", sums))
+        got, _ = await self._ring_round(back, [], "AND" if triples is not None else "MAC")
+        # round 2: the coin (it fixes the AND matching) and alpha w (MAC check)
+        back, forward = [], []
+        if triples is not None:
+            triples[2][1] = got[0]
+            back.append(("coin", self._next.words(2)))
+            forward.append(("coin", self._prev.words(2)))
+        if sums is not None:
+            w_u = np.stack([sums, got[-1]], axis=1)  # (limb, slot, v): replicated w and u
+            alpha_w = self._product_term(self._alpha[..., None], w_u[:, :, VALUE:VALUE + 1])
+            back.append(("mac-product", alpha_w))
+        if back:
+            from_next, from_prev = await self._ring_round(back, forward, "coin")
+        if sums is not None:
+            alpha_w = np.stack([alpha_w, from_next[-1]], axis=1)
+            self._note_zero("MAC", ring128.sub(w_u[:, :, MAC:MAC + 1], alpha_w), binary=False)
+        # round 3: the openings of the AND check
+        if triples is not None:
+            seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
+            await self._check_ands(ands, triples, seed)
+        # round 4: every digest
         await self._compare_digests()
 
-    async def _make_triples(self, ands: list[_And]) -> _Triples | None:
-        """Round 1: random binary triples a, b, c = a AND b, each (slot, pool, P) words."""
+    def _triple_terms(self, ands: list[_And]) -> _Triples | None:
+        """The AND check's random triples: a, b (slot, pool, P) and c with this party's
+        3-out-of-3 terms of a AND b in c[0] (c[1] arrives in round 1); None without ANDs."""
         if not ands:
             return None
         pools, size = check_plan(sum(x.shape[1] for x, _, _ in ands))
         a, b = self._random_words((pools, size)), self._random_words((pools, size))
-        c = await self._reshare(self._and_terms(a, b), True, "triple")
-        return a, b, c.data
+        return a, b, self._and_terms(a, b)
 
-    async def _coin(self) -> bytes:
-        """Round 2: a 16-byte coin nobody could predict before the round (see module doc)."""
-        mine_next, mine_prev = self._next.words(2), self._prev.words(2)
-        got = await self.engine.exchange(
-            {self.prev_party: self._outgoing("coin", self.prev_party, mine_next),
-             self.next_party: self._outgoing("coin", self.next_party, mine_prev)},
-            [self.prev_party, self.next_party])
-        third = self._received(got, self.next_party, 2, "coin")
-        if not np.array_equal(third, self._received(got, self.prev_party, 2, "coin")):
+    def _mac_sums(self, macs: list[np.ndarray]) -> np.ndarray:
+        """This party's 3-out-of-3 terms of w = sum_j r_j z_j and u = sum_j r_j (alpha z)_j
+        over every queued (z, alpha z), as (limb, v): the coefficients r_j are replicated
+        random Z_2^128 values nobody knows (see the module docstring for why), so each term is
+        a local dot product, r_i (z_i + z_{i+1}) + r_{i+1} z_i, plus a share of zero."""
+        total = ring128.zeros((2,))
+        for entry, data in enumerate(macs):
+            for start in range(0, data.shape[-1], _CHUNK):  # cache-sized pieces
+                z = data[..., start:start + _CHUNK]  # (limb, slot, v, c)
+                r = self._coefficients(z.shape[-1])  # (limb, slot, c)
+                self._observe("mac-coefficients", (entry, start, r))
+                term = ring128.add(ring128.mul(r[:, 0, None], ring128.add(z[:, 0], z[:, 1])),
+                                   ring128.mul(r[:, 1, None], z[:, 0]))
+                total = ring128.add(total, ring128.sum_(term, axis=-1))
+        return ring128.add(total, self._zero128((2,)))
+
+    def _coefficients(self, count: int) -> np.ndarray:
+        """Coefficients of the MAC check, (limb, slot, count): replicated random Z_2^128 values
+        from the pairwise PRFs, so the component the other two parties share is one this
+        party never learns."""
+        return self._random128((count,))
+
+    def _seed(self, mine: tuple[np.ndarray, np.ndarray],
+              third: tuple[np.ndarray, np.ndarray]) -> bytes:
+        """The coin: this party's outputs under its two keys and, from both holders of the key
+        it lacks, that key's output, which must agree."""
+        if not np.array_equal(*third):
             raise CheatingDetected("coin", f"party {self.party}: the two holders of a key "
                                            "sent different coin contributions")
-        return (mine_next ^ mine_prev ^ third).tobytes()
+        seed = (mine[0] ^ mine[1] ^ third[0]).tobytes()
+        self._observe("coin", seed)
+        return seed
 
-    def _mac_combination(self, macs: list[np.ndarray], seed: bytes) -> np.ndarray:
-        """sum_j r_j (z_j, (alpha z)_j) over every queued pair: (limb, slot, v, 1)."""
-        coefficients = PRF(hashlib.sha256(b"mac" + seed).digest()[:KEY_BYTES])
-        total = np.zeros((2, 2, 2, 1), dtype=U64)
-        for data in macs:
-            r = coefficients.words(data.shape[-1])
-            for start in range(0, data.shape[-1], _CHUNK):  # cache-sized pieces
-                part = ring128.mul_u64(data[..., start:start + _CHUNK], r[start:start + _CHUNK])
-                total = ring128.add(total, ring128.sum_(part, axis=-1)[..., None])
-        return total
+    async def _check_ands(self, ands: list[_And], triples: _Triples, seed: bytes) -> None:
+        """Round 3: open the cut triples and x ^ a, y ^ b of every match (the other holder
+        vouches for each opened component in round 4), then queue the zero tests."""
+        to_open, finish = self._and_openings(ands, triples, seed)
+        got, _ = await self._ring_round([("check-open", to_open[1])], [], "AND")
+        self._claim["open consistency"].update(to_open[0].data)
+        self._expect["open consistency"].update(np.ascontiguousarray(got[0]).data)
+        finish(to_open[0] ^ to_open[1] ^ got[0])
 
-    def _and_openings(self, ands: list[_And], triples: _Triples | None, seed: bytes,
-                      extra: int) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
-        """Round 3 of the AND check: the words to open as (slot, L + extra) (the caller fills
-        the ``extra`` last words of its message), and a function that checks the opened cut
-        triples and queues the zero checks of every (AND, triple) match.
+    def _and_openings(self, ands: list[_And], triples: _Triples, seed: bytes
+                      ) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
+        """Round 3 of the AND check: the words to open as (slot, L), and a function that
+        checks the opened cut triples and queues the zero checks of every (AND, triple) match.
 
         Matching a queued AND (x, y, z) with a triple (a, b, c) opens rho = x ^ a and
         sigma = y ^ b; then z ^ c ^ (a & sigma) ^ (rho & b) ^ (rho & sigma) is zero exactly
         when the errors of z and c are equal [FLNW17, verification with a triple]."""
-        if triples is None:
-            return np.zeros((2, extra), dtype=U64), lambda opened: None
         n, (pools, size) = sum(x.shape[1] for x, _, _ in ands), triples[0].shape[1:]
         starts = np.cumsum([0] + [x.shape[1] for x, _, _ in ands[:-1]])
         cut = size - n
         # to open: per pool its cut (a, b, c: 3 C words), then rho and sigma (2 n words)
         width = 3 * cut + 2 * n
-        to_open = np.empty((2, pools * width + extra), dtype=U64)
+        to_open = np.empty((2, pools * width), dtype=U64)
         pools_of: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[_Pieces]]] = []
         for pool in range(pools):
             digest = hashlib.sha256(b"match" + bytes([pool]) + seed).digest()

@@ -1,0 +1,174 @@
+"""Layer: deployment. The job request an analyst signs and every server verifies.
+
+A selection runs only on a request that its analyst signed with the key of its client
+certificate: the dataset, k, the score, the security setting, the result's name, the analysts
+it is shared with, a fresh nonce and the time it was made. The coordinator forwards the signed
+request to the other servers with the job; each of them checks the certificate against the
+deployment's CA, that it names an analyst of the deployment, the signature, that the job is the
+one the request describes, and that no earlier job used the nonce. So a coordinator can refuse to
+run a job (liveness), but it cannot run another one in the analyst's name: no downgrade of the
+security setting, no other k, dataset or result, no replay, no job nobody asked for. The client
+then checks every server's record of the job against the request it signed.
+
+Signatures are ECDSA P-256 with SHA-256 (the keys ``mpc-certs`` makes) over a canonical JSON
+encoding of the request, prefixed with a domain tag so that no other signed message can pass
+for a request.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from mpcnet.config import NAME_RE, Deployment
+from mpcnet.errors import AccessDenied, InputError
+
+DOMAIN = b"mpcnet job request v1\n"
+NONCE_RE = re.compile(r"[0-9a-f]{32}")
+MAX_CERT_BYTES = 8192
+MAX_SHARED = 64
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What an analyst asks the servers to compute, field by field as it signs it."""
+
+    analyst: str
+    dataset: str
+    k: int
+    score: str
+    security: str
+    result: str
+    share_with: tuple[str, ...] = ()
+    nonce: str = ""
+    issued: float = 0.0
+
+    @classmethod
+    def new(cls, analyst: str, dataset: str, k: int, score: str, security: str, result: str,
+            share_with: tuple[str, ...] = ()) -> JobRequest:
+        """A request with a fresh nonce, made now."""
+        return cls(analyst, dataset, k, score, security, result,
+                   tuple(sorted(set(share_with))), secrets.token_hex(16), round(time.time(), 3))
+
+    def payload(self) -> bytes:
+        """The bytes that are signed: the domain tag and the fields as canonical JSON."""
+        fields = asdict(self)
+        fields["share_with"] = list(self.share_with)
+        return DOMAIN + json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+    def may_read(self, name: str) -> bool:
+        """Whether client ``name`` may see the job and fetch its result."""
+        return name == self.analyst or name in self.share_with
+
+
+@dataclass(frozen=True)
+class SignedRequest:
+    """A request with its analyst's signature and certificate (PEM), as it travels."""
+
+    request: JobRequest
+    signature: bytes
+    certificate: bytes
+
+    @classmethod
+    def sign(cls, request: JobRequest, key_path: Path, cert_path: Path) -> SignedRequest:
+        """Sign ``request`` with the analyst's key (the one of its TLS client certificate)."""
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise InputError(f"{key_path}: not an ECDSA key; make the deployment's keys with "
+                             "mpc-certs")
+        signature = key.sign(request.payload(), ec.ECDSA(hashes.SHA256()))
+        return cls(request, signature, cert_path.read_bytes())
+
+    def to_wire(self) -> dict[str, Any]:
+        fields = asdict(self.request)
+        fields["share_with"] = list(self.request.share_with)
+        return {**fields, "signature": self.signature.hex(),
+                "certificate": self.certificate.decode("ascii")}
+
+    @classmethod
+    def from_wire(cls, wire: Any) -> SignedRequest:
+        """Parse a request as it arrived; ``InputError`` naming the first malformed field."""
+        if not isinstance(wire, dict) or not wire:
+            raise InputError("no signed job request (the analyst's client signs one)")
+
+        def field(name: str, kind: type | tuple[type, ...]) -> Any:
+            value = wire.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise InputError(f"job request: {name} is missing or malformed")
+            return value
+
+        names = [field(n, str) for n in ("analyst", "dataset", "result", "score", "security")]
+        shared = field("share_with", list)
+        if len(shared) > MAX_SHARED or not all(isinstance(n, str) for n in shared):
+            raise InputError("job request: share_with must list at most "
+                             f"{MAX_SHARED} client names")
+        for name in [names[0], names[1], names[2], *shared]:
+            if not NAME_RE.fullmatch(name):
+                raise InputError(f"job request: {name!r} is not a valid name")
+        nonce, cert, signature = field("nonce", str), field("certificate", str), \
+            field("signature", str)
+        if not NONCE_RE.fullmatch(nonce):
+            raise InputError("job request: the nonce must be 32 hex digits")
+        if len(cert) > MAX_CERT_BYTES or len(signature) > 300 or not re.fullmatch(
+                r"[0-9a-f]*", signature):
+            raise InputError("job request: malformed signature or certificate")
+        request = JobRequest(names[0], names[1], field("k", int), names[3], names[4], names[2],
+                             tuple(shared), nonce, float(field("issued", (int, float))))
+        return cls(request, bytes.fromhex(signature), cert.encode("ascii"))
+
+    def verify(self, dep: Deployment, ca: x509.Certificate) -> JobRequest:
+        """The request, once its certificate (issued by the deployment's CA, valid now, for an
+        analyst of the deployment) and its signature check; ``AccessDenied`` saying which
+        failed otherwise."""
+        r = self.request
+        try:
+            cert = x509.load_pem_x509_certificate(self.certificate)
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not one "
+                               "the deployment's CA issued") from None
+        now = dt.datetime.now(dt.UTC)
+        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+            raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not valid "
+                               "now (expired?)")
+        try:
+            named = cert.extensions.get_extension_for_class(
+                x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+        except x509.ExtensionNotFound:
+            named = []
+        if r.analyst not in named:
+            raise AccessDenied(f"the job request is signed with the certificate of "
+                               f"{named[:1] or 'nobody'}, not of {r.analyst!r}")
+        if not dep.is_client(r.analyst) or dep.client(r.analyst).role != "analyst":
+            raise AccessDenied(f"{r.analyst!r} is not an analyst of this deployment")
+        not_analysts = [n for n in r.share_with
+                        if not dep.is_client(n) or dep.client(n).role != "analyst"]
+        if not_analysts:
+            raise AccessDenied(f"the job request shares its result with "
+                               f"{', '.join(not_analysts)}, who are not analysts of this "
+                               "deployment")
+        public = cert.public_key()
+        if not isinstance(public, ec.EllipticCurvePublicKey):
+            raise AccessDenied("the job request's certificate does not hold an ECDSA key")
+        try:
+            public.verify(self.signature, r.payload(), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            raise AccessDenied(f"the job request's signature by {r.analyst!r} does not verify: "
+                               "it was changed or made without the analyst's key") from None
+        return r
+
+
+def load_ca(path: Path) -> x509.Certificate:
+    """The deployment's CA certificate, to check the certificates that sign requests."""
+    return x509.load_pem_x509_certificate(path.read_bytes())

@@ -1,0 +1,452 @@
+"""Adaptive cheaters: whether a job aborts never depends on a secret (active3 and active4).
+
+The cheater here is clever (docs/cheating.md, "Adaptive cheaters"). It changes a message early,
+so that the checks see an error whose size depends on a secret; then, after the check's
+randomness is fixed and with everything its party learns (its shares, its components of the
+check's coefficients, the coin), it sends a compensating error computed for a guess of that
+secret. If the compensation reached the tested value, the job would complete exactly when the
+guess is right: abort-or-not would tell the cheater the secret. It changes its messages in
+place, so that its own copy of every value agrees with what it sent (a careless cheater whose
+copies disagree is caught by the zero tests whatever the secret).
+
+Every strategy runs on two datasets that differ only in the secret, H0 (the cheater's guess)
+and H1, and must end the same way on both (an abort on every honest server, no D' output).
+Secrets, on a 24 x 5 dataset with k = 2 and feature J = 0:
+
+- ``selected``: whether feature J is among the k selected (H0: no; H1: yes);
+- ``label``: the class of row 0;
+- ``rank``: the private top-k comparison [rank_J < 1], whether J ranks first (H0) or second.
+
+A positive control runs the same strategies against ``KnownCoefficients``, active3 with MAC
+check coefficients the cheater knows (as they were when they came from the coin): there the
+job completes on H0 and aborts on H1, so the strategies are exact and the suite can fail.
+The parity strategy needs no compensation at all: 2^127 on one MAC makes the check pass exactly
+when a combination of coefficients and secret bits is even, which a cheater that knows the
+coefficients evaluates for each guess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import outcomes
+
+from mpcnet.errors import CheatingDetected
+from mpcnet.featsel.gini_fs import gini_fs
+from mpcnet.net.engine import RoundEngine
+from mpcnet.plain.scores import msgini_fraction
+from mpcnet.plain.select import topk_fraction
+from mpcnet.prf import KEY_BYTES, PRF
+from mpcnet.schemes import keys, rep3, rep4
+from mpcnet.schemes.base import Scheme
+from mpcnet.schemes.faults import FaultInjector
+from mpcnet.schemes.rep4 import Rep4
+from mpcnet.schemes.spdz3 import Spdz3, check_plan
+
+M, P, K, J = 24, 5, 2, 0
+MOD, MASK64 = 1 << 128, (1 << 64) - 1
+Data = tuple[np.ndarray, np.ndarray]  # feature values (m x p), class codes (m)
+
+
+# -- the secrets --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Secret:
+    name: str
+    h0: Data  # the cheater's guess
+    h1: Data
+
+
+def _secrets() -> dict[str, Secret]:
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 2, M)
+    base = rng.integers(-100, 100, (M, P)) + codes[:, None] * np.arange(P) * 20
+    first = base.copy()  # J informative: ranked first
+    first[:, J] = codes * 60 + np.random.default_rng(1).integers(-50, 50, M)
+    second = first.copy()  # a perfect feature pushes J to the second rank
+    second[:, 1] = codes * 1000
+    flipped = codes.copy()
+    flipped[0] ^= 1
+    return {"selected": Secret("selected", (base, codes), (first, codes)),
+            "label": Secret("label", (base, codes), (base, flipped)),
+            "rank": Secret("rank", (first, codes), (second, codes))}
+
+
+SECRETS = _secrets()
+
+
+def _selection(data: Data) -> np.ndarray:
+    """The plaintext selection: feature indices in rank order."""
+    q, d = msgini_fraction(data[0], data[1], 2)
+    return topk_fraction(q, d, K)
+
+
+def _t(data: Data) -> np.ndarray:
+    """The selection matrix T (p x k): T[j, r] = [feature j has rank r]."""
+    t = np.zeros((P, K), dtype=np.int64)
+    t[_selection(data), np.arange(K)] = 1
+    return t
+
+
+def _below(data: Data) -> np.ndarray:
+    """Per feature, the rows at or below its mean of class 0 and of class 1 (2 x p)."""
+    values, codes = data
+    below = ~(M * values > values.sum(0))
+    return np.stack([(below & (codes == 0)[:, None]).sum(0),
+                     (below & (codes != 0)[:, None]).sum(0)])
+
+
+def test_the_datasets_differ_in_their_secret_only_as_described() -> None:
+    s = SECRETS
+    assert J not in _selection(s["selected"].h0) and J in _selection(s["selected"].h1)
+    assert s["label"].h0[1][0] != s["label"].h1[1][0]
+    np.testing.assert_array_equal(s["label"].h0[0], s["label"].h1[0])
+    assert list(_selection(s["rank"].h0)).index(J) == 0
+    assert list(_selection(s["rank"].h1)).index(J) == 1
+
+
+# -- running a job with a cheater ---------------------------------------------------------
+class KnownCoefficients(Spdz3):
+    """active3 whose MAC check uses coefficients every party knows in advance (a public
+    stream, as a coin tossed before the check would give): the flaw the suite guards against."""
+
+    def _coefficients(self, count: int) -> np.ndarray:
+        if not hasattr(self, "_public"):
+            self._public = PRF(bytes(KEY_BYTES))
+        r = self._public.words((2, count))
+        out = np.zeros((2, 2, count), dtype=np.uint64)  # r is component 0: slot 0 of party 0,
+        slot = {0: 0, 2: 1}.get(self.party)  # slot 1 of party 2
+        if slot is not None:
+            out[:, slot] = r
+        return out
+
+
+def _job(cls: type[Scheme], data: Data, cheater: FaultInjector | None = None,
+         deviant: tuple[int, type[Scheme]] | None = None, **options: Any) -> list[object]:
+    """Every party's outcome of pi_GINI-FS on ``data`` followed by opening D'. ``cheater``
+    sees the messages; ``deviant`` = (party, scheme class) runs another class at one party."""
+    values, codes = data
+    share = rep3.share if cls.n_parties == 3 else rep4.share
+    shares = share(values.astype(np.int64).view(np.uint64))
+    labels = share((codes == 0).astype(np.uint64).reshape(M, 1))
+
+    async def party(engine: RoundEngine) -> np.ndarray:
+        if isinstance(cheater, Adaptive) and engine.party == cheater.party:
+            cheater.engine = engine
+        own = deviant[1] if deviant and deviant[0] == engine.party else cls
+        s = await own.setup(engine, fault=cheater, **options)  # type: ignore[call-arg]
+        d, lab = await s.input(shares[engine.party], labels[engine.party])
+        result = await gini_fs(s, d, lab, 2, K, np.zeros(P, np.int64))
+        return (await s.open(result.reduced)).view(np.int64)
+
+    return outcomes(cls.n_parties, party)
+
+
+def _verdict(ran: list[object], cheater: int, data: Data) -> tuple[str, set[str]]:
+    """("completed", {}) if every honest party opened the right D', ("aborted", checks named)
+    if none opened anything and one named a failed check; anything else (a wrong D', an honest
+    party done while another aborted) fails the test."""
+    honest = [o for i, o in enumerate(ran) if i != cheater]
+    expected = data[0][:, _selection(data)]
+    outputs = [o for o in honest if isinstance(o, np.ndarray)]
+    for out in outputs:
+        np.testing.assert_array_equal(out, expected)
+    caught = {o.check for o in honest if isinstance(o, CheatingDetected)}
+    if len(outputs) == len(honest):
+        return "completed", set()
+    assert not outputs and caught, honest
+    return "aborted", caught
+
+
+# -- the cheater ----------------------------------------------------------------------------
+def _add128(words: np.ndarray, index: int, value: int) -> None:
+    """Add ``value`` (mod 2^128) to element ``index`` (flat) of limbs ``words`` (2, ...), in
+    place."""
+    lo, hi = words[0].reshape(-1), words[1].reshape(-1)
+    x = (int(lo[index]) + (int(hi[index]) << 64) + value) % MOD
+    lo[index], hi[index] = x & MASK64, x >> 64
+
+
+class Adaptive(FaultInjector):
+    """A cheater that sees every message its party sends (kind, phase, how many of that kind
+    in the phase so far) and what it learns in the checks, and changes messages in place."""
+
+    def __init__(self, party: int) -> None:
+        super().__init__(party, "product")
+        self.engine: RoundEngine | None = None
+        self.sent: dict[tuple[str, str], int] = {}
+        self.products = 0  # product messages so far: the MAC-check entry the next one makes
+        self.coefficients: dict[int, list[tuple[int, np.ndarray]]] = {}
+        self.seed: bytes | None = None
+
+    def observe(self, party: int, event: str, value: object) -> None:
+        if party != self.party:
+            return
+        if event == "coin":
+            self.seed = value  # type: ignore[assignment]
+        elif event == "mac-coefficients":
+            entry, start, r = value  # type: ignore[misc]
+            self.coefficients.setdefault(entry, []).append((start, np.array(r)))
+
+    def known(self, entry: int, position: int) -> int:
+        """The sum of this party's two components of the coefficient of one MAC-check item."""
+        for start, r in self.coefficients[entry]:
+            if start <= position < start + r.shape[-1]:
+                i = position - start
+                return sum(int(r[0, slot, i]) + (int(r[1, slot, i]) << 64)
+                           for slot in (0, 1)) % MOD
+        raise KeyError((entry, position))
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if party != self.party or payload.size == 0:
+            return payload
+        assert self.engine is not None
+        phase = self.engine.current_phase
+        n = self.sent.get((phase, kind), 0)
+        self.sent[(phase, kind)] = n + 1
+        self.deviate(phase, kind, n, payload)
+        if kind == "product":
+            self.products += 1
+        return payload
+
+    def deviate(self, phase: str, kind: str, n: int, payload: np.ndarray) -> None:
+        """Change ``payload`` in place (the n-th message of ``kind`` in ``phase``)."""
+
+
+class MacCompensation(Adaptive):
+    """``epsilon`` on one input MAC (of D[0, J], or of the label of row 0); after the
+    coefficients are fixed, through ``channel``, minus the tested value t0 that the error
+    leaves if the secret is as in ``guess``, computed with the coefficients this party knows
+    (t = u - alpha w = -sum_j r_j d_j over the items' discrepancies d_j = alpha z_j - m_j)."""
+
+    def __init__(self, party: int, secret: str, guess: Data, channel: str | None,
+                 epsilon: int = 1 << 64) -> None:
+        super().__init__(party)
+        self.secret, self.guess, self.channel, self.epsilon = secret, guess, channel, epsilon
+        self.entries: dict[str, int] = {}
+
+    def deviate(self, phase: str, kind: str, n: int, payload: np.ndarray) -> None:
+        if kind == "product":
+            if phase == "setup" and n == 0:  # the input MACs: (limb, data then labels)
+                self.entries["input"] = self.products
+                _add128(payload, M * P if self.secret == "label" else J, self.epsilon)
+            elif phase == "scoring" and payload.shape == (2, 2, 4 * P):  # squared counts
+                self.entries["squares"] = self.products
+            elif phase == "product":  # D' = D x T
+                self.entries["reduced"] = self.products
+        elif kind == self.channel:
+            t0 = self.tested(self.guess)
+            if kind == "mac-product":  # alpha w + t0: t - t0
+                _add128(payload, 0, t0)
+            elif kind == "mac-sum":  # u - t0
+                _add128(payload[:, 1:], 0, -t0)
+            else:  # mac-claim: what the honest next party expects if t = t0
+                _add128(payload, 0, -t0)
+            self.fired += 1
+
+    def discrepancies(self, data: Data) -> list[tuple[str, int, int]]:
+        """(item, position, d) of every MAC-check item the early error changes if the data
+        are ``data``: the input itself, then where its MAC is multiplied by a secret."""
+        e = self.epsilon
+        if self.secret == "label":  # MAC(L[0,0]) + e: below counts of class 0 -e, class 1 +e
+            below = _below(data)
+            return ([("input", M * P, -e)]
+                    + [("squares", j, -e * int(below[0, j])) for j in range(P)]
+                    + [("squares", P + j, e * int(below[1, j])) for j in range(P)])
+        t = _t(data)  # MAC(D[0,J]) + e: D'[0, r] gets e T[J, r]
+        return [("input", J, -e)] + [("reduced", r, -e * int(t[J, r])) for r in range(K)]
+
+    def tested(self, data: Data) -> int:
+        return -sum(self.known(self.entries[item], pos) * d
+                    for item, pos, d in self.discrepancies(data)) % MOD
+
+
+# -- active3: compensated MAC errors --------------------------------------------------------
+CHANNELS = ("mac-product", "mac-sum", "mac-claim")
+
+
+@pytest.mark.parametrize("secret", sorted(SECRETS))
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_compensated_mac_error_aborts_whatever_the_secret(secret: str, channel: str) -> None:
+    s = SECRETS[secret]
+    for cheater in range(3):
+        for data in (s.h0, s.h1):
+            attack = MacCompensation(cheater, secret, s.h0, channel)
+            verdict, checks = _verdict(_job(Spdz3, data, attack), cheater, data)
+            assert attack.fired == 1, (secret, channel, cheater)
+            assert (verdict, checks) == ("aborted", {"MAC"}), (secret, channel, cheater)
+
+
+@pytest.mark.parametrize("secret", sorted(SECRETS))
+@pytest.mark.parametrize("channel", ("mac-product", "mac-sum"))
+def test_known_coefficients_let_the_same_strategy_read_the_secret(secret: str,
+                                                                   channel: str) -> None:
+    """Positive control: with coefficients the cheater knows, the compensation is exact."""
+    s = SECRETS[secret]
+    seen = {}
+    for hypothesis, data in (("h0", s.h0), ("h1", s.h1)):
+        attack = MacCompensation(0, secret, s.h0, channel)
+        seen[hypothesis] = _verdict(_job(KnownCoefficients, data, attack), 0, data)[0]
+    assert seen == {"h0": "completed", "h1": "aborted"}
+
+
+def test_the_zero_test_claim_cannot_carry_a_compensation_even_with_known_coefficients() -> None:
+    """The honest pair compares its own copies: the cheater's claim decides nothing."""
+    s = SECRETS["selected"]
+    for data in (s.h0, s.h1):
+        attack = MacCompensation(0, "selected", s.h0, "mac-claim")
+        assert _verdict(_job(KnownCoefficients, data, attack), 0, data) == ("aborted", {"MAC"})
+
+
+# -- active3: the parity of a high error ----------------------------------------------------
+def _seeded_keys(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Reproducible key agreement (so the trials below are the same on every run)."""
+    counter = itertools.count()
+    monkeypatch.setattr(keys, "random_key", lambda: hashlib.sha256(
+        f"{seed}:{next(counter)}".encode()).digest()[:KEY_BYTES])
+
+
+def _parity_guesses(cls: type[Scheme], trials: int,
+                    monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """2^127 on MAC(D[0, J]), no compensation; the cheater predicts for each hypothesis
+    whether the check passes (t = 2^127 (r_in + sum_r r_r T[J, r]) = 0 iff that sum is even,
+    with the coefficients it knows) and, where the predictions differ, guesses the secret
+    from the outcome. Returns (guesses made, correct guesses)."""
+    s = SECRETS["selected"]
+    made = correct = 0
+    for trial in range(trials):
+        for truth in (0, 1):
+            data = (s.h0, s.h1)[truth]
+            _seeded_keys(monkeypatch, trial)
+            attack = MacCompensation(0, "selected", s.h0, None, epsilon=1 << 127)
+            completed = _verdict(_job(cls, data, attack), 0, data)[0] == "completed"
+            predicted = [attack.tested(h) == 0 for h in (s.h0, s.h1)]
+            if predicted[0] != predicted[1]:  # the outcome would tell the hypotheses apart
+                made += 1
+                correct += predicted[truth] == completed
+    return made, correct
+
+
+def test_a_high_mac_error_does_not_reveal_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    made, correct = _parity_guesses(Spdz3, 40, monkeypatch)
+    assert made >= 20
+    assert correct <= 0.75 * made, f"{correct} of {made} guesses right"  # fair coin: p < 0.002
+    known_made, known_correct = _parity_guesses(KnownCoefficients, 8, monkeypatch)
+    assert known_made >= 4 and known_correct == known_made  # positive control
+
+
+# -- active3: compensated AND errors -------------------------------------------------------
+class AndCompensation(Adaptive):
+    """XOR 1 into the first AND word of value (0, J) (the first comparison of the scoring);
+    after the coin, the same bit through ``channel``: in the zero-test claim of that word, or
+    in the opened y ^ b of its match in every pool (so the receiver's test of it flips)."""
+
+    def __init__(self, party: int, channel: str) -> None:
+        super().__init__(party)
+        self.channel = channel
+        self.and_words = 0
+
+    def deviate(self, phase: str, kind: str, n: int, payload: np.ndarray) -> None:
+        flat = payload.reshape(-1)
+        if kind == "and":
+            if self.and_words == 0:
+                flat[J] ^= np.uint64(1)
+            self.and_words += flat.size
+        elif kind == self.channel == "and-claim":
+            flat[J] ^= np.uint64(1)
+            self.fired += 1
+        elif kind == self.channel == "check-open":
+            pools, size = check_plan(self.and_words)
+            cut = size - self.and_words
+            width = 3 * cut + 2 * self.and_words
+            for pool in range(pools):  # layout per pool: cut a, b, c, then rho, sigma
+                flat[pool * width + 3 * cut + self.and_words + J] ^= np.uint64(1)
+            self.fired += 1
+
+
+@pytest.mark.parametrize("secret", sorted(SECRETS))
+@pytest.mark.parametrize("channel", ("and-claim", "check-open"))
+def test_a_compensated_and_error_aborts_whatever_the_secret(secret: str, channel: str) -> None:
+    s = SECRETS[secret]
+    for cheater in range(3):
+        for data in (s.h0, s.h1):
+            attack = AndCompensation(cheater, channel)
+            verdict, checks = _verdict(_job(Spdz3, data, attack), cheater, data)
+            assert attack.fired >= 1
+            assert verdict == "aborted" and checks <= {"AND", "open consistency"}, checks
+
+
+# -- both schemes: a wrong copy of a secret input, with a faithful input hash --------------
+def _faithful(cls: type[Scheme]) -> type[Scheme]:
+    """``cls`` for a cheater that computes with a wrong copy of one input value but hashes
+    what the client sent in the input-consistency check."""
+
+    class Faithful(cls):  # type: ignore[valid-type, misc]
+        hashed = False
+
+        async def input(self, *shares: np.ndarray) -> list[Any]:
+            mine = await super().input(*shares)
+            for x in mine:
+                self.note_input(x)
+            self.hashed = True  # gini_fs hashes nothing more
+            data = mine[0].data
+            lead = (0, slice(None), 0) if self.lead == 3 else (slice(None),)
+            data[lead + (0, J)] += np.uint64(1 << 40)  # this party's copy of D[0, J]
+            return mine
+
+        def note_input(self, x: Any) -> None:
+            if not self.hashed:
+                super().note_input(x)
+
+    return Faithful
+
+
+@pytest.mark.parametrize("secret", ("selected", "rank"))
+@pytest.mark.parametrize(("setting", "cheater"), [("active3", c) for c in range(3)]
+                         + [("active4", c) for c in range(4)])
+def test_a_wrong_copy_of_a_secret_input_aborts_whatever_the_secret(secret: str, setting: str,
+                                                                   cheater: int) -> None:
+    """Its effect on D' is 2^40 T[J, .] (selective); every message it changes is caught."""
+    honest_cls: type[Scheme] = Spdz3 if setting == "active3" else Rep4
+    cheating_cls = _faithful(honest_cls)
+    s = SECRETS[secret]
+    for data in (s.h0, s.h1):
+        ran = _job(honest_cls, data, deviant=(cheater, cheating_cls))
+        verdict, checks = _verdict(ran, cheater, data)
+        assert verdict == "aborted", (setting, cheater)
+        assert checks <= ({"MAC", "AND", "open consistency"} if setting == "active3"
+                          else {"joint-message hash"}), checks
+
+
+# -- active4: errors that keep every sum -----------------------------------------------------
+class SumPreserving(Adaptive):
+    """+e on the first word and -e on the last of every joint message of ``phase``: a linear
+    check would see nothing; the joint-message digests see every changed word."""
+
+    def __init__(self, party: int, phase: str) -> None:
+        super().__init__(party)
+        self.phase = phase
+
+    def deviate(self, phase: str, kind: str, n: int, payload: np.ndarray) -> None:
+        flat = payload.reshape(-1)
+        if kind == "jmp-value" and phase == self.phase and flat.size > 1:
+            flat[0] += np.uint64(1 << 40)
+            flat[-1] -= np.uint64(1 << 40)
+            self.fired += 1
+
+
+@pytest.mark.parametrize("secret", sorted(SECRETS))
+@pytest.mark.parametrize("check", ("round", "batch"))
+def test_active4_aborts_whatever_the_secret(secret: str, check: str) -> None:
+    s = SECRETS[secret]
+    phase = "scoring" if secret == "label" else "product"  # where the secret is computed on
+    for cheater in range(4):
+        for data in (s.h0, s.h1):
+            attack = SumPreserving(cheater, phase)
+            verdict, checks = _verdict(_job(Rep4, data, attack, check=check), cheater, data)
+            assert attack.fired >= 1
+            assert (verdict, checks) == ("aborted", {"joint-message hash"}), (cheater, check)
