@@ -22,6 +22,13 @@ which this server sends a message of KIND in the job, ``peer`` is a party index.
   to the correlated-randomness keys, setup round 1);
 - ``data-share``, ``label-share``: the server's own share of the stored dataset, perturbed when
   the job loads it (a wrong input share; ``at`` is the flat element index).
+- ``job-spec`` (the coordinator only): the job it sends the other servers differs from the
+  analyst's signed request. Actions: ``downgrade`` (passive3 in the job, the request intact),
+  ``downgrade-signed`` (passive3 in the request too, so its signature breaks), ``k`` (k + 1),
+  ``dataset`` (another dataset name), ``replay`` (the request of its last job that ran),
+  ``forge`` (the request signed again with the coordinator's own key), ``unsigned`` (no
+  request), ``unrequested`` (first a job nobody asked for, signed with its own key in the
+  analyst's name; then the real job, honestly) and ``fake-done`` (no job at all, reported done).
 
 Actions: ``add`` (a wrong value or digest: +1 on the first word of every message of KIND in
 that round), ``split`` (the same, on the message to one peer only: ``peer`` or the first one,
@@ -31,10 +38,10 @@ message on, holding its connections open), ``short`` (a well-formed frame one wo
 
 Seams: ``parties.server.TLSChannel`` (a subclass that drops, shortens or garbles a frame), the
 ``active3`` and ``active4`` registry entries (a scheme whose ``setup`` passes the
-``FaultInjector`` hook), ``Storage.load_dataset`` and ``PartyServer._execute`` (loads the
+``FaultInjector`` hook), ``Storage.load_dataset``, ``PartyServer._execute`` (loads the
 fault for the job, and appends one JSON line per job to ``--report``: the spec, how many
 messages it changed, and per message kind the rounds and the most peers in one round, so tests
-can aim at the last round).
+can aim at the last round) and ``PartyServer._lead`` (the coordinator's ``job-spec`` faults).
 Logs name the fault and where it fired, never a value.
 """
 
@@ -47,6 +54,7 @@ import json
 import logging
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +64,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from mpcnet.errors import MPCError  # noqa: E402
+from mpcnet.jobrequest import JobRequest, SignedRequest  # noqa: E402
 from mpcnet.net.engine import RoundEngine  # noqa: E402
 from mpcnet.net.framing import FrameProtocol  # noqa: E402
 from mpcnet.net.tls import TLSChannel  # noqa: E402
@@ -68,8 +78,11 @@ log = logging.getLogger("mpcnet.cheater")
 SCHEME_KINDS = tuple(sorted({k for kinds in FAULT_KINDS.values() for k in kinds}))
 FRAME_KINDS = ("key-contribution",)
 INPUT_KINDS = ("data-share", "label-share")
-KINDS = (*SCHEME_KINDS, *FRAME_KINDS, *INPUT_KINDS)
+SPEC_KIND = "job-spec"
+KINDS = (*SCHEME_KINDS, *FRAME_KINDS, *INPUT_KINDS, SPEC_KIND)
 ACTIONS = ("add", "split", "drop", "short", "garbage")
+SPEC_ACTIONS = ("downgrade", "downgrade-signed", "k", "dataset", "replay", "forge", "unsigned",
+                "unrequested", "fake-done")
 GARBAGE = b"JUNK" + bytes(range(60))  # no "MPC1" magic: not a frame at all
 
 
@@ -91,8 +104,9 @@ class FaultSpec:
         kind, action, *opts = text.split(":")
         if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; one of {', '.join(KINDS)}")
-        if action not in ACTIONS or (kind in INPUT_KINDS and action != "add"):
-            allowed = ("add",) if kind in INPUT_KINDS else ACTIONS
+        allowed = {SPEC_KIND: SPEC_ACTIONS}.get(kind, ("add",) if kind in INPUT_KINDS
+                                                 else ACTIONS)
+        if action not in allowed:
             raise ValueError(f"action {action!r} for {kind}; one of {', '.join(allowed)}")
         args: dict[str, int] = {}
         for opt in opts:
@@ -305,6 +319,79 @@ def install(spec: FaultSpec | None, fault_file: Path | None, report: Path | None
                     f.write(json.dumps(line) + "\n")
 
     server.PartyServer._execute = cheating_execute  # type: ignore[method-assign]
+    lead = server.PartyServer._lead
+
+    async def cheating_lead(self: server.PartyServer, job: server.Job) -> None:
+        spec = current_spec()
+        if spec is None or spec.kind != SPEC_KIND:
+            await lead(self, job)
+            return
+        fault = JobFault(spec)
+        fault._fire(SPEC_KIND, 0, None, spec.action)
+        try:
+            if spec.action == "fake-done":
+                job.state, job.started, job.finished = "done", time.time(), time.time()
+                self.storage.save_job(job.record())
+                job.ended.set()
+                return
+            if spec.action == "unrequested":
+                await _unrequested_job(self, job)
+                await lead(self, job)
+                return
+            job.spec = _tampered_spec(self, job, spec.action)  # type: ignore[method-assign]
+            await lead(self, job)
+        finally:
+            if report is not None:
+                line = dict(fault.report(), job=job.id, state=job.state, time=time.time())
+                with open(report, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(line) + "\n")
+
+    server.PartyServer._lead = cheating_lead  # type: ignore[method-assign]
+
+
+def _resigned(srv: Any, request: JobRequest) -> dict[str, Any]:
+    """``request`` signed with the coordinator's own key and certificate."""
+    return SignedRequest.sign(request, srv.me.key, srv.me.cert).to_wire()
+
+
+def _tampered_spec(srv: Any, job: Any, action: str) -> Any:
+    """The job's specification as the cheating coordinator sends it to the members."""
+    spec = job.spec()
+    request = SignedRequest.from_wire(spec["request"]).request
+    if action == "downgrade":
+        spec.update(security="passive3", n_parties=3)
+    elif action == "downgrade-signed":
+        spec.update(security="passive3", n_parties=3,
+                    request=dict(spec["request"], security="passive3"))
+    elif action == "k":
+        spec["k"] += 1
+    elif action == "dataset":
+        spec["dataset"] = "another"
+    elif action == "replay":
+        earlier = max((j for j in srv.jobs.values() if j.state == "done" and j.id != job.id),
+                      key=lambda j: j.created)
+        spec.update({k: getattr(earlier, k) for k in ("dataset", "k", "score", "security",
+                                                      "result", "n_parties", "request")})
+    elif action == "forge":
+        spec["request"] = _resigned(srv, request)
+    elif action == "unsigned":
+        spec["request"] = {}
+    return lambda: spec
+
+
+async def _unrequested_job(srv: Any, job: Any) -> None:
+    """Start, on every member, a job nobody asked for (it signs in the analyst's name)."""
+    asked = SignedRequest.from_wire(job.request).request
+    made_up = JobRequest.new(asked.analyst, asked.dataset, asked.k, asked.score, asked.security,
+                             f"unrequested-{job.id}")
+    spec = dict(job.spec(), id=uuid.uuid4().hex[:12], result=made_up.result,
+                request=_resigned(srv, made_up))
+    for peer in range(1, job.n_parties):
+        try:
+            conn = await srv._dial_peer(peer, {"job": spec["id"], "spec": spec})
+            conn.close()
+        except MPCError as exc:
+            log.warning("the unrequested job was refused: %s", exc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -390,3 +390,70 @@ def test_every_message_kind_and_fault(setup: Setup, cheater: str, tmp_path: Path
     _results_cli_lists_only_honest_runs(setup)
     with capsys.disabled():
         print(f"\n{setup.tally.line(cheater)}")
+
+
+# -- a cheating coordinator ----------------------------------------------------------------
+# job-spec action -> what every member's record of the refused job says
+COORDINATOR_CASES = {
+    "downgrade": "the coordinator says security 'passive3'",
+    "downgrade-signed": "does not verify",
+    "k": "the coordinator says k 3",
+    "dataset": "the coordinator says dataset 'another'",
+    "replay": "already used by job",
+    "forge": "certificate of ['alice']",
+}
+
+
+@pytest.mark.parametrize("setup", SETTINGS, indirect=True)
+def test_a_cheating_coordinator_cannot_change_the_job(setup: Setup, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The coordinator (alice) alters the job it sends the members: every member refuses it
+    with the reason, the analyst's select exits 4 and no result exists anywhere."""
+    c = setup.cluster
+    honest_control(setup, "alice", tmp_path)  # alice runs the launcher; a job to replay
+    members = [s.name for s in c.dep.servers[1:]]
+    for action, words in COORDINATOR_CASES.items():
+        c.fault_file.write_text(f"job-spec:{action}")
+        result = f"coordinator-{action}"
+        r = c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result",
+                     result, "--security", setup.security)
+        assert r.returncode == 4 and words in r.stderr, (action, r.stderr)
+        job = re.search(r"job ([0-9a-f]{12}) failed", r.stderr)
+        assert job, r.stderr
+        records = c.records(job.group(1))
+        for name in members:
+            rec = records[name]
+            assert rec["state"] == "failed" and rec["started"] is None, (action, name, rec)
+            assert "job request check failed" in rec["error"] and words in rec["error"], rec
+        assert all(result not in names for names in c.stored_results().values()), action
+    # no request at all: the members refuse before they can record anything
+    c.fault_file.write_text("job-spec:unsigned")
+    r = c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result",
+                 "coordinator-unsigned", "--security", setup.security)
+    assert r.returncode == 4 and "no signed job request" in r.stderr, r.stderr
+    # a job reported done that never ran: the client checks every member's record
+    c.fault_file.write_text("job-spec:fake-done")
+    r = c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result",
+                 "coordinator-fake", "--security", setup.security)
+    assert r.returncode == 4 and "job record check failed" in r.stderr, r.stderr
+    assert "has no record of it" in r.stderr, r.stderr
+    # a job nobody asked for, then the analyst's own, honestly: only the latter runs
+    c.fault_file.write_text("job-spec:unrequested")
+    out = ok(c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result",
+                      "coordinator-real", "--security", setup.security))
+    real = re.search(r"job ([0-9a-f]{12}) done", out)
+    assert real, out
+    listing = json.loads(ok(c.client("analyst", "--json", "jobs")))
+    for name in members:
+        made_up = [j for j in listing[name] if j["result"] == f"unrequested-{real.group(1)}"]
+        assert len(made_up) == 1 and made_up[0]["state"] == "failed", listing[name]
+        assert "certificate of ['alice']" in made_up[0]["error"], made_up[0]
+    stored = c.stored_results()
+    assert all("coordinator-real" in names and not any(n.startswith("unrequested-")
+                                                       for n in names)
+               for names in stored.values()), stored
+    c.fault_file.write_text("")
+    with capsys.disabled():
+        print(f"\ncheating coordinator ({setup.security}): {len(COORDINATOR_CASES) + 3} "
+              "altered jobs refused by every member (each with its reason) or by the client; "
+              "the analyst's own job ran once")

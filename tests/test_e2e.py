@@ -19,7 +19,7 @@ from conftest import ROOT
 from reliability_common import lsvt_files, lsvt_slice, ok
 
 from certs.pki import issue, make_ca, write_pair
-from client.local import LocalCluster
+from client.local import CLIENTS, LocalCluster, write_config
 from client.session import Client
 from mpcnet import config
 from mpcnet.dataset import read_csv
@@ -36,8 +36,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("deploy"),
-                     extra_client_lines={"outsider": 'datasets = ["elsewhere"]'})
+    folder = tmp_path_factory.mktemp("deploy")
+    clients = CLIENTS + (("analyst-2", "analyst"), ("analyst-3", "analyst"))
+    c = LocalCluster(folder, config_path=write_config(
+        folder, 3, clients=clients, extra_client_lines={"outsider": 'datasets = ["elsewhere"]'}))
     with c:
         c.start()
         yield c
@@ -120,6 +122,38 @@ def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict
     target = tmp_path / "a3.csv"
     ok(cluster.client("analyst", "fetch", "--result", "a3-r", "--out", str(target)))
     assert np.array_equal(_reduced(target)[1], _plaintext(files["whole"], 4))
+
+
+def test_results_belong_to_their_analyst_and_those_it_shares_with(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    """A result is fetched by the analyst who signed its request and the analysts it named;
+    every server enforces it on its own shares, so no single server can widen it."""
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "owned",
+                      "--label", "label"))
+    out = ok(cluster.client("analyst", "select", "--dataset", "owned", "--k", "3", "--result",
+                            "owned-r", "--share-with", "analyst-2"))
+    job = out.split()[1]
+    expected = _plaintext(files["whole"], 3)
+    for who in ("analyst", "analyst-2"):
+        listed = json.loads(ok(cluster.client(who, "--json", "results")))
+        assert all(any(r["name"] == "owned-r" and r["owner"] == "analyst"
+                       and r["share_with"] == ["analyst-2"] for r in rs)
+                   for rs in listed.values()), (who, listed)
+        ok(cluster.client(who, "fetch", "--result", "owned-r", "--out", str(tmp_path / "d.csv")))
+        assert np.array_equal(_reduced(tmp_path / "d.csv")[1], expected)
+    # analyst-3 sees neither the result nor the job, on any server
+    r = cluster.client("analyst-3", "fetch", "--result", "owned-r", "--out",
+                       str(tmp_path / "no.csv"))
+    assert r.returncode == 2 and "no result 'owned-r'" in r.stderr and \
+        not (tmp_path / "no.csv").exists()
+    listed = json.loads(ok(cluster.client("analyst-3", "--json", "results")))
+    assert not any(r["name"] == "owned-r" for rs in listed.values() for r in rs)
+    jobs = json.loads(ok(cluster.client("analyst-3", "--json", "jobs")))
+    assert not any(j["id"] == job for js in jobs.values() for j in js)
+    # a result can be shared with analysts only
+    r = cluster.client("analyst", "select", "--dataset", "owned", "--k", "3", "--result",
+                       "owned-x", "--share-with", "hospital-a")
+    assert r.returncode == 2 and "hospital-a, who are not analysts" in r.stderr, r.stderr
 
 
 def test_shares_dir_and_listings(cluster: LocalCluster, files: dict[str, Path],

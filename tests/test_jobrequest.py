@@ -1,0 +1,106 @@
+"""mpcnet.jobrequest: a job runs only on a request its analyst signed, exactly as signed."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from certs.pki import init_deployment, issue, make_ca, write_pair
+from client.local import CLIENTS, write_config
+from mpcnet import config
+from mpcnet.config import Deployment
+from mpcnet.errors import AccessDenied, InputError
+from mpcnet.jobrequest import JobRequest, SignedRequest, load_ca
+
+
+@pytest.fixture
+def dep(tmp_path: Path) -> Deployment:
+    path = write_config(tmp_path, 3, ports=[7001, 7002, 7003],
+                        clients=CLIENTS + (("analyst-2", "analyst"),))
+    d = config.load(path)
+    init_deployment(d)
+    return d
+
+
+def _signed(dep: Deployment, who: str = "analyst", **over: object) -> SignedRequest:
+    cert, key = dep.identity(who)
+    request = dataclasses.replace(JobRequest.new("analyst", "study", 5, "ms-gini", "active3",
+                                                 "top5"), **over)
+    return SignedRequest.sign(request, key, cert)
+
+
+def test_a_signed_request_verifies_after_the_wire(dep: Deployment) -> None:
+    signed = _signed(dep, share_with=("analyst-2",))
+    back = SignedRequest.from_wire(signed.to_wire())
+    assert back == signed
+    request = back.verify(dep, load_ca(dep.ca))
+    assert request.may_read("analyst") and request.may_read("analyst-2")
+    assert not request.may_read("hospital-a")
+
+
+def test_two_requests_for_the_same_job_differ_in_their_nonce(dep: Deployment) -> None:
+    a, b = (JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r") for _ in range(2))
+    assert a.nonce != b.nonce and a.payload() != b.payload()
+
+
+@pytest.mark.parametrize("field", ["dataset", "k", "score", "security", "result", "share_with",
+                                   "nonce", "issued", "analyst"])
+def test_any_changed_field_breaks_the_signature(dep: Deployment, field: str) -> None:
+    wire = _signed(dep).to_wire()
+    changed = {"dataset": "other", "k": 6, "score": "gini", "security": "passive3",
+               "result": "r2", "share_with": ["analyst-2"], "nonce": "0" * 32,
+               "issued": 1.0, "analyst": "analyst-2"}[field]
+    tampered = SignedRequest.from_wire(wire | {field: changed})
+    with pytest.raises(AccessDenied, match="does not verify|certificate of"):
+        tampered.verify(dep, load_ca(dep.ca))
+
+
+def test_a_request_signed_with_another_key_is_refused(dep: Deployment) -> None:
+    with pytest.raises(AccessDenied, match=r"certificate of \['alice'\], not of 'analyst'"):
+        _signed(dep, who="alice").verify(dep, load_ca(dep.ca))
+    with pytest.raises(AccessDenied, match="'hospital-a' is not an analyst"):
+        _signed(dep, who="hospital-a", analyst="hospital-a").verify(dep, load_ca(dep.ca))
+
+
+def test_a_certificate_from_another_ca_or_an_expired_one_is_refused(dep: Deployment,
+                                                             tmp_path: Path) -> None:
+    other_key, other_ca = make_ca()
+    key, cert = issue(other_key, other_ca, "analyst", server=False)
+    write_pair(key, cert, tmp_path / "x.pem", tmp_path / "x.key")
+    request = JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r")
+    foreign = SignedRequest.sign(request, tmp_path / "x.key", tmp_path / "x.pem")
+    with pytest.raises(AccessDenied, match="not one the deployment's CA issued"):
+        foreign.verify(dep, load_ca(dep.ca))
+    own_ca_key = serialization.load_pem_private_key((dep.ca.parent / "ca.key").read_bytes(),
+                                                    password=None)
+    assert isinstance(own_ca_key, ec.EllipticCurvePrivateKey)
+    key, cert = issue(own_ca_key, load_ca(dep.ca), "analyst", server=False, days=1,
+                      not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=10))
+    write_pair(key, cert, tmp_path / "old.pem", tmp_path / "old.key")
+    expired = SignedRequest.sign(request, tmp_path / "old.key", tmp_path / "old.pem")
+    with pytest.raises(AccessDenied, match="not valid now"):
+        expired.verify(dep, load_ca(dep.ca))
+
+
+def test_sharing_with_a_non_analyst_is_refused(dep: Deployment) -> None:
+    with pytest.raises(AccessDenied, match="hospital-a, who are not analysts"):
+        _signed(dep, share_with=("hospital-a",)).verify(dep, load_ca(dep.ca))
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"k": True}, "k is missing"), ({"k": "5"}, "k is missing"),
+    ({"nonce": "xyz"}, "32 hex digits"), ({"dataset": "../up"}, "not a valid name"),
+    ({"share_with": ["a"] * 65}, "at most 64"), ({"signature": "zz"}, "malformed signature"),
+    ({"certificate": "x" * 9000}, "malformed signature or certificate"),
+    ({"issued": None}, "issued is missing")])
+def test_malformed_requests_are_named(dep: Deployment, change: dict[str, object],
+                                      words: str) -> None:
+    with pytest.raises(InputError, match=words):
+        SignedRequest.from_wire(_signed(dep).to_wire() | change)
+    with pytest.raises(InputError, match="no signed job request"):
+        SignedRequest.from_wire(None)
