@@ -21,7 +21,7 @@ Reported: medians over ``--repeat`` runs with min and max (the machine's noise),
 (scoring, selection, product, checks; also setup and the commit round) and in total, and the
 ratios to the paper's Table II (active 3PC in MP-SPDZ on three Azure VMs; the paper's other
 runtime figures did not survive in our copy) and to MP-SPDZ on this machine
-(``DESIGN.md`` section 5). A case that fails gets a FAILED row.
+(``docs/design.md``, section 5). A case that fails gets a FAILED row.
 
 With ``--netem`` every case is run again over emulated links (``bench/netemu.py``: tc netem in
 a network namespace, or a user-space delay proxy where the kernel has no netem).
@@ -68,13 +68,13 @@ ALL_PHASES = ("setup", *PHASES, "commit")
 # (pi_MS-GINI) per feature. The whole pi_GINI-FS is Prot 1 + p * Prot 2.
 PAPER_TABLE_II = {"cogload": (27.0, 23.0, 1.13), "lsvt": (152.0, 53.0, 0.33),
                   "speeddating": (1837.0, 1812.0, 14.73)}
-# MP-SPDZ (C++) on this same 2-core machine, all parties on loopback (DESIGN.md section 5):
+# MP-SPDZ (C++) on this same 2-core machine, all parties on loopback (docs/design.md, section 5):
 # best settings with all features batched, and (SPEED only) the paper's own program.
 MPSPDZ_BEST = {"speeddating": {"passive3": 3.7, "active3": 19.9, "active4": 12.0},
                "lsvt": {"passive3": 1.7, "active3": 4.2, "active4": 6.1},
                "cogload": {"passive3": 0.39, "active3": 1.4, "active4": 1.1}}
 MPSPDZ_PAPER_PROGRAM = {"speeddating": {"passive3": 15.3, "active3": 176.0, "active4": 59.8}}
-# Targets of the issues (end-to-end selection; sharing the SpeedDating CSV).
+# Targets set for the product (end-to-end selection; sharing the SpeedDating CSV).
 TARGETS = {("speeddating", "passive3"): 3.7, ("lsvt", "passive3"): 1.0,
            ("speeddating", "active3"): 20.0, ("lsvt", "active3"): 4.0,
            ("speeddating", "active4"): 12.0, ("lsvt", "active4"): 3.0}
@@ -600,7 +600,7 @@ def render(result: dict[str, Any]) -> str:
         "The paper's runtime figures that survive are Table II, for **active 3PC** (MP-SPDZ, "
         "three co-located Azure F32s v2 VMs, 32 cores each); the ratio is given for every "
         "setting we ran, so read the passive3 and active4 rows as 'our setting against their "
-        "active 3PC'. MP-SPDZ figures are from this machine (DESIGN.md section 5). A ratio "
+        "active 3PC'. MP-SPDZ figures are from this machine (docs/design.md, section 5). A ratio "
         "above 1 means we are faster.",
         "",
         *paper_table(sums),

@@ -43,7 +43,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Every bound on waiting, in seconds (issue 7: nothing waits forever)."""
+    """Every bound on waiting, in seconds: nothing waits forever."""
 
     connect: float = 30.0    # keep retrying an unreachable peer this long (exponential backoff)
     handshake: float = 10.0  # TLS handshake and hello exchange of one connection

@@ -6,7 +6,7 @@ values), since only the encoded integer has to fit the ring.
 
 Why one exponent per column and not one global scale: the mean-split test of pi_MS-GINI
 (Li, Dowsley, De Cock 2021, Protocol 2, line 4: theta < f_i, computed as sum_i f_i < m * f_i,
-DESIGN.md section 4) is invariant to multiplying a column by a positive constant, so a
+docs/design.md, section 4) is invariant to multiplying a column by a positive constant, so a
 per-column scale loses nothing. One global scale cannot hold LSVT, whose values run from
 1.8e-13 to 8.2e10, in 64 bits: global scales of 2**-16 .. 2**-24 were measured to change the
 LSVT selection, while per-column scaling of every column to 24..48 bits reproduces it exactly.

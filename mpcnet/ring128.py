@@ -3,7 +3,8 @@
 An element x = lo + 2^64 * hi is stored as an array of shape ``(2, *shape)`` with ``a[0] = lo``
 and ``a[1] = hi``, so a whole batch of 128-bit values is two uint64 arrays. Used where 64 bits
 do not suffice, e.g. exact cross-multiplied comparison of Gini scores beyond m ~ 9,000 rows
-(DESIGN.md section 4) and the Z_2^(k+s) ring of SPDZ-wise (Cramer et al., SPDZ2k, CRYPTO 2018).
+(docs/design.md, section 4) and the Z_2^(k+s) ring of SPDZ-wise (Cramer et al., SPDZ2k,
+CRYPTO 2018).
 
 Carries are recovered with unsigned comparisons (``lo < a_lo`` after an addition), products with
 the schoolbook method on 32-bit halves (Knuth, TAOCP vol. 2, 4.3.1, algorithm M). The matrix

@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md section 2: nothing below imports from above."""
+"""The layering of docs/design.md, section 2: nothing below imports from above."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ acceptor looks the client's certificate name up in the configuration. No other t
 
 ``TLSChannel`` implements ``Channel`` over one framed connection per peer, so the round engine
 and every protocol run over it unchanged. ``run`` starts an event loop, using uvloop when it is
-installed (about twice the TLS throughput of the default loop, DESIGN.md section 5).
+installed (about twice the TLS throughput of the default loop, docs/design.md, section 5).
 """
 
 from __future__ import annotations

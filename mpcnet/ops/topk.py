@@ -5,7 +5,7 @@ Here every score is compared with every other in one batch (p(p-1)/2 comparisons
 by the lower index), each feature's rank is a local sum of the outcomes, and
 T[j][r] = [rank_j == r] for r < k comes from one more batch of comparisons:
 [rank_j <= r] - [rank_j <= r - 1]. The result is exactly the paper's T, in a number of rounds
-that does not depend on p or k (DESIGN.md section 4).
+that does not depend on p or k (docs/design.md, section 4).
 """
 
 from __future__ import annotations

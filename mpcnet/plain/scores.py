@@ -1,7 +1,7 @@
 """Plaintext reference layer: feature scores (MS-GINI exactly, and GI, PCC, MI for comparison).
 
 MS-GINI follows pi_MS-GINI (Li, Dowsley, De Cock 2021, Protocol 2) on the fixed-point integers
-the servers hold: the mean split theta < f_i is tested as m * f_i > sum(f) (DESIGN.md
+the servers hold: the mean split theta < f_i is tested as m * f_i > sum(f) (docs/design.md,
 section 4), so the flags and the counts a, b, A, B are exact. The score without the 1/m factor,
 G = a - A.A/a + b - B.B/b = m - Q/D with Q = b*A.A + a*B.B and D = a*b, is returned as the
 integer pair (Q, D); lower G means higher Q/D. An empty '>' side (b = 0, a constant feature)

@@ -2,7 +2,7 @@
 
 Follows pi_FILTER-FS (Li, Dowsley, De Cock 2021, Protocol 1): the k best features in rank order
 form the p x k 0/1 matrix T with T[j][r] = 1 iff feature j has rank r, and D' = D x T. Ties are
-broken by the lower feature index (DESIGN.md section 4).
+broken by the lower feature index (docs/design.md, section 4).
 """
 
 from __future__ import annotations
