@@ -1,6 +1,6 @@
 """Benchmark: how private MS-GINI selection grows with the rows m, the features p and k.
 
-Three sweeps on synthetic data (``bench.network.synthetic_shape``'s generator: a few
+Three sweeps on synthetic data (``bench.measure.synthetic_shape``'s generator: a few
 informative columns, integer and real columns mixed, binary label), each point under every
 setting in ``--security``:
 
@@ -20,7 +20,7 @@ the largest finished point of its setting, would exceed 80 % of the available me
 skipped with the estimate.
 
 **Networked points** (not with ``--quick``): m = 1,000, 10,000 and 100,000 at p = 122,
-k = 67 with real server processes over TLS on 127.0.0.1 (``bench.network.run_case``: CLI share
+k = 67 with real server processes over TLS on 127.0.0.1 (``bench.measure.run_case``: CLI share
 of a CSV file, selection, per-server peak memory), the same memory guard applied.
 
 Writes ``bench/results/scaling.md`` (tables), ``scaling.json`` (raw figures) and
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
-from bench import network  # noqa: E402
+from bench import measure, report  # noqa: E402
 from mpcnet.ops.topk import fraction_bits  # noqa: E402
 
 
@@ -78,10 +78,10 @@ MEMORY_SHARE = 0.8
 
 # -- one in-process point (runs in its own process) ----------------------------------------
 def _synthetic(m: int, p: int, seed: int = 0) -> Any:
-    """The table ``network.synthetic_shape`` writes as CSV, built in memory."""
+    """The table ``measure.synthetic_shape`` writes as CSV, built in memory."""
     from mpcnet.dataset import Table
 
-    x, y = network.synthetic_values(m, p, seed)
+    x, y = measure.synthetic_values(m, p, seed)
     return Table([f"x{j + 1}" for j in range(p)], x, y.astype(str), {})
 
 
@@ -211,10 +211,10 @@ def run_network_points(securities: list[str], workdir: Path,
                 out.append({"m": m, "p": SPEED_P, "k": SPEED_K, "security": security,
                             "skipped": reason})
                 continue
-            shape = network.synthetic_shape(workdir / "csv", m, SPEED_P, SPEED_K)
-            case = network.run_case(shape, security, NETWORK_REPEAT if m <= 10000 else 1,
+            shape = measure.synthetic_shape(workdir / "csv", m, SPEED_P, SPEED_K)
+            case = measure.run_case(shape, security, NETWORK_REPEAT if m <= 10000 else 1,
                                     workdir, check=True)
-            s = network.summarize(case)
+            s = report.summarize(case)
             out.append({"m": m, "p": SPEED_P, "k": SPEED_K, "security": security,
                         "job_s": s["job_s"]["median"], "e2e_s": s["e2e_s"]["median"],
                         "share_cli_s": s["share_cli_s"]["median"], "rounds": s["rounds"],
@@ -259,7 +259,7 @@ def _growth(points: list[dict[str, Any]], key: str, sweep: str) -> str:
 def render(result: dict[str, Any]) -> str:
     pts, net = result["points"], result["network"]
     lines = [
-        *network.run_header(result, "Scaling of private MS-GINI selection with m, p and k"),
+        *report.run_header(result, "Scaling of private MS-GINI selection with m, p and k"),
         "",
         "In-process points: all parties in one Python process over loopback channels (one "
         "core does every party's work, no TLS), one run per point; *peak GB* is that "
@@ -420,8 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "command": "python -m bench.scaling" + (" " + shlex.join(argv_used) if argv_used
                                                 else ""),
-        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": network._machine(),
-        "code": network.code_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": report.machine(),
+        "code": report.code_version(),
         "securities": securities, "points": points, "network": net,
         "load_start": load_start}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""Smoke runs of the runtime benchmarks (bench/network.py, bench/scaling.py), so they cannot rot.
+"""Smoke runs of the runtime benchmarks (bench/network.py, bench/scaling.py and the modules
+they share: measure, report, anchors), so they cannot rot.
 
 The networked benchmark runs once on a 40 x 8 synthetic dataset under every setting with real
 mpc-party processes over TLS on 127.0.0.1 (every process stopped by PID), and the report must
@@ -17,7 +18,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 
-from bench import netemu, network, scaling  # noqa: E402
+from bench import anchors, measure, netemu, network, scaling  # noqa: E402
 from mpcnet.schemes import registry  # noqa: E402
 
 FIGURES = ("e2e_s", "job_s", "share_cli_s", "share_client_s")
@@ -30,7 +31,7 @@ def _check_summary(s: dict, n_parties: int) -> None:
     assert s["rounds"] > 0
     assert len(s["sent"]) == n_parties and all(v > 0 for v in s["sent"].values())
     assert len(s["peak"]) == n_parties and all(v > 10e6 for v in s["peak"].values())
-    for phase in network.PHASES:
+    for phase in measure.PHASES:
         assert phase in s["phases"], f"phase {phase} missing for {s['security']}"
         assert s["phases"][phase]["seconds"]["median"] >= 0
     assert s["phases"]["scoring"]["rounds"] > 0 and s["phases"]["selection"]["rounds"] > 0
@@ -45,22 +46,22 @@ def test_smoke_report_has_every_phase_and_figure(tmp_path: Path) -> None:
     assert code == 0
     raw = json.loads(out.with_suffix(".json").read_text())
     by_setting = {s["security"]: s for s in raw["summaries"]}
-    for setting in network.SETTINGS:
+    for setting in measure.SETTINGS:
         _check_summary(by_setting[setting], registry.get(setting).n_parties)
     text = out.read_text(encoding="utf-8")
     for section in ("## End to end", "## Per phase", "## Against the paper and MP-SPDZ",
                     "## Per server", "## Noise"):
         assert section in text, section
-    for setting in network.SETTINGS:
+    for setting in measure.SETTINGS:
         rows = [ln for ln in text.splitlines() if ln.startswith(f"| synthetic-40x8 | {setting} |")]
         phases = {ln.split("|")[3].strip() for ln in rows}
-        assert set(network.PHASES) <= phases, f"{setting}: phases {phases}"
+        assert set(measure.PHASES) <= phases, f"{setting}: phases {phases}"
 
 
 def test_paper_totals_are_prot1_plus_p_times_prot2() -> None:
-    assert network.paper_total("cogload", 120) == pytest.approx(27 + 120 * 1.13)
-    assert network.paper_total("lsvt", 310) == pytest.approx(152 + 310 * 0.33)
-    assert network.paper_total("speeddating", 122) == pytest.approx(1837 + 122 * 14.73)
+    assert anchors.paper_total("cogload", 120) == pytest.approx(27 + 120 * 1.13)
+    assert anchors.paper_total("lsvt", 310) == pytest.approx(152 + 310 * 0.33)
+    assert anchors.paper_total("speeddating", 122) == pytest.approx(1837 + 122 * 14.73)
 
 
 def test_delay_proxy_adds_the_configured_delay(tmp_path: Path) -> None:
