@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--share-with", nargs="*", default=[], metavar="ANALYST",
                    help="other analysts who may see the job and fetch its result (default: "
                         "only you); part of the request you sign")
+    s.add_argument("--valid-for", type=float, default=3600.0, metavar="SECONDS",
+                   help="the job must start within this time, or no server starts it "
+                        "(default: 3600)")
 
     s = sub.add_parser("status", help="is every server reachable and its mesh connected?")
     s.add_argument("--server", nargs="*", help="only these servers")
@@ -68,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("fetch", help="retrieve the shares of a result")
     s.add_argument("--result", required=True)
+    s.add_argument("--from", dest="owner", metavar="ANALYST",
+                   help="the analyst whose result it is, if it shared it with you (default: "
+                        "you)")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", type=Path, help="reconstruct D' into this CSV file")
     g.add_argument("--shares-dir", type=Path, help="store each server's shares here")
@@ -167,6 +173,7 @@ async def _run(args: argparse.Namespace) -> int:
         if args.cmd == "select":
             job = await cl.select(args.dataset, args.k, args.result, security=args.security,
                                   score=args.score, share_with=tuple(args.share_with),
+                                  valid_for=args.valid_for,
                                   progress=None if args.json else _Progress())
             _print(args, job, f"job {job['id']} done: result {job['result']!r} stored "
                    f"({args.k} features of {job['dataset']!r}, {job['security']})\n"
@@ -177,7 +184,7 @@ async def _run(args: argparse.Namespace) -> int:
             _print(args, by_server, _listing_text(args.cmd, by_server, dep))
             return 0
         if args.cmd == "fetch":
-            fetched = await cl.fetch(args.result)
+            fetched = await cl.fetch(args.result, args.owner)
             m = fetched.manifest
             if args.shares_dir:
                 args.shares_dir.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,13 @@ import numpy as np
 
 from mpcnet.config import Deployment, ServerConfig, check_name
 from mpcnet.errors import CheatingDetected, HandshakeError, InputError, MPCError, PeerError
-from mpcnet.jobrequest import JobRequest, SignedRequest, load_ca
+from mpcnet.jobrequest import (
+    CLOCK_SKEW,
+    DEFAULT_VALIDITY,
+    JobRequest,
+    SignedRequest,
+    load_ca,
+)
 from mpcnet.net.framing import FrameProtocol, read_large_message
 from mpcnet.net.tls import client_context, describe, dial
 from parties import catalog
@@ -333,22 +339,26 @@ class Client:
     # -- select -------------------------------------------------------------------------------
     async def select(self, dataset: str, k: int, result: str, *, score: str = "ms-gini",
                      security: str | None = None, share_with: tuple[str, ...] = (),
-                     poll: float = 0.5,
+                     valid_for: float = DEFAULT_VALIDITY, poll: float = 0.5,
                      progress: Callable[[dict[str, Any]], None] | None = None
                      ) -> dict[str, Any]:
-        """Sign a request for a selection, start it on the coordinator and wait for it; returns
-        the job record once every server's record shows the job that was asked for."""
+        """Sign a request for a selection (its job must start within ``valid_for`` seconds),
+        start it on the coordinator and wait for it; returns the job record once every
+        server's record shows the job that was asked for."""
         from mpcnet.schemes import registry
 
         security = security or default_security(self.dep)
         n = registry.get(security).n_parties
         cert, key = self.dep.identity(self.identity)
-        signed = SignedRequest.sign(JobRequest.new(self.identity, dataset, k, score, security,
-                                                   result, share_with), key, cert)
-        wire = signed.to_wire()
+        request = JobRequest.new(self.identity, dataset, k, score, security, result,
+                                 share_with, valid_for)
+        wire = SignedRequest.sign(request, key, cert).to_wire()
         leader = await self.session(self.dep.leader)
         job = (await leader.request("select", request=wire))["job"]
         while job["state"] in ("queued", "running"):
+            if job["state"] == "queued" and time.time() > request.expires + CLOCK_SKEW:
+                raise PeerError(f"job {job['id']} did not start before its request expired "
+                                f"(valid for {valid_for:g} s); no server may start it now")
             if progress is not None:
                 progress(job)
             try:
@@ -423,8 +433,9 @@ class Client:
         return "; " + "; ".join(notes) if notes else ""
 
     # -- fetch --------------------------------------------------------------------------------
-    async def fetch(self, result: str) -> Fetched:
-        """Every server's shares of ``result``, with the servers' descriptions checked equal.
+    async def fetch(self, result: str, owner: str | None = None) -> Fetched:
+        """Every server's shares of ``result`` of analyst ``owner`` (default: this client),
+        with the servers' descriptions checked equal.
 
         How many servers hold shares follows from the result's security setting (the
         registry), not from any server's word: the client fetches from all of them (the
@@ -433,12 +444,14 @@ class Client:
         from mpcnet.schemes import registry
 
         check_name("result", result)
+        owner = check_name("analyst", owner or self.identity)
+        key = (owner, result)
         leader = await self.session(self.dep.leader)
-        listed = {r["name"]: r for r in (await leader.request("results"))["results"]}
-        if result not in listed:
-            raise InputError(f"no result {result!r} on {self.dep.leader.name}; see "
-                             "mpc-client results")
-        entry = listed[result]
+        listed = {(r["owner"], r["name"]): r for r in (await leader.request("results"))["results"]}
+        if key not in listed:
+            raise InputError(f"no result {result!r} of {owner} that you may read on "
+                             f"{self.dep.leader.name}; see mpc-client results")
+        entry = listed[key]
         security = entry.get("security")
         try:
             n = registry.get(str(security)).n_parties
@@ -456,7 +469,8 @@ class Client:
         sessions = await self.sessions_for(servers)
 
         async def listing_of(s: ServerSession) -> dict[str, Any] | None:
-            return {r["name"]: r for r in (await s.request("results"))["results"]}.get(result)
+            return {(r["owner"], r["name"]): r
+                    for r in (await s.request("results"))["results"]}.get(key)
 
         for s, theirs in zip(sessions[1:], await asyncio.gather(
                 *(listing_of(s) for s in sessions[1:])), strict=True):
@@ -471,19 +485,19 @@ class Client:
                                  "be reconstructed")
 
         async def one(s: ServerSession) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-            head = await s.request("fetch", result=result)
+            head = await s.request("fetch", result=result, owner=owner)
             arrays = dict([await s.recv_array() for _ in head["arrays"]])
             return head["manifest"], arrays
 
         got = await asyncio.gather(*(one(s) for s in sessions))
         manifests = [m for m, _ in got]
-        listed = {k: v for k, v in entry.items() if k != "nonce"}
+        described = {k: v for k, v in entry.items() if k != "nonce"}
         first = manifests[0]
         same = ("name", "job", "dataset", "k", "score", "rows", "security", "sharing", "parties",
                 "owner", "share_with", "request")
         if (any({k: m.get(k) for k in same} != {k: first.get(k) for k in same}
                 or m.get("party") != p for p, m in enumerate(manifests))
-                or any(first.get(k) != v for k, v in listed.items())
+                or any(first.get(k) != v for k, v in described.items())
                 or entry.get("nonce") != (first.get("request") or {}).get("nonce")):
             raise InputError(f"result {result!r}: the servers hold results of different jobs; "
                              "it cannot be reconstructed")

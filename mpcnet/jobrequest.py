@@ -32,12 +32,16 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpcnet.config import NAME_RE, Deployment
-from mpcnet.errors import AccessDenied, InputError
+from mpcnet.errors import AccessDenied, HandshakeError, InputError
+from mpcnet.identity import identity_of
 
 DOMAIN = b"mpcnet job request v1\n"
 NONCE_RE = re.compile(r"[0-9a-f]{32}")
 MAX_CERT_BYTES = 8192
 MAX_SHARED = 64
+DEFAULT_VALIDITY = 3600.0  # seconds a request stays usable unless the analyst says otherwise
+MAX_VALIDITY = 7 * 86400.0
+CLOCK_SKEW = 300.0  # servers' and clients' clocks may differ this much
 
 
 @dataclass(frozen=True)
@@ -53,13 +57,21 @@ class JobRequest:
     share_with: tuple[str, ...] = ()
     nonce: str = ""
     issued: float = 0.0
+    expires: float = 0.0  # the job must start before this time (servers' clocks)
 
     @classmethod
     def new(cls, analyst: str, dataset: str, k: int, score: str, security: str, result: str,
-            share_with: tuple[str, ...] = ()) -> JobRequest:
-        """A request with a fresh nonce, made now."""
+            share_with: tuple[str, ...] = (), valid_for: float = DEFAULT_VALIDITY
+            ) -> JobRequest:
+        """A request with a fresh nonce, made now, that a job may start on for ``valid_for``
+        seconds."""
+        if not 0 < valid_for <= MAX_VALIDITY:
+            raise InputError(f"a job request is valid for 1 s to {MAX_VALIDITY / 86400:.0f} "
+                             f"days, not {valid_for} s")
+        now = round(time.time(), 3)
         return cls(analyst, dataset, k, score, security, result,
-                   tuple(sorted(set(share_with))), secrets.token_hex(16), round(time.time(), 3))
+                   tuple(sorted(set(share_with))), secrets.token_hex(16), now,
+                   round(now + valid_for, 3))
 
     def payload(self) -> bytes:
         """The bytes that are signed: the domain tag and the fields as canonical JSON."""
@@ -124,13 +136,18 @@ class SignedRequest:
                 r"[0-9a-f]*", signature):
             raise InputError("job request: malformed signature or certificate")
         request = JobRequest(names[0], names[1], field("k", int), names[3], names[4], names[2],
-                             tuple(shared), nonce, float(field("issued", (int, float))))
+                             tuple(shared), nonce, float(field("issued", (int, float))),
+                             float(field("expires", (int, float))))
         return cls(request, bytes.fromhex(signature), cert.encode("ascii"))
 
-    def verify(self, dep: Deployment, ca: x509.Certificate) -> JobRequest:
-        """The request, once its certificate (issued by the deployment's CA, valid now, for an
-        analyst of the deployment) and its signature check; ``AccessDenied`` saying which
-        failed otherwise."""
+    def verify(self, dep: Deployment, ca: x509.Certificate, now: float | None = None
+               ) -> JobRequest:
+        """The request, once it checks: its certificate was issued by the deployment's CA, is
+        valid now and is the client certificate of an analyst of the deployment (one identity
+        rule for every certificate, ``mpcnet.identity``), the analysts it shares with are
+        analysts, the signature verifies, and it is within its validity (``now``, default the
+        clock, with ``CLOCK_SKEW`` of tolerance). ``AccessDenied`` saying which failed
+        otherwise."""
         r = self.request
         try:
             cert = x509.load_pem_x509_certificate(self.certificate)
@@ -138,18 +155,18 @@ class SignedRequest:
         except (ValueError, TypeError, InvalidSignature):
             raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not one "
                                "the deployment's CA issued") from None
-        now = dt.datetime.now(dt.UTC)
-        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        moment = dt.datetime.now(dt.UTC)
+        if not cert.not_valid_before_utc <= moment <= cert.not_valid_after_utc:
             raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not valid "
                                "now (expired?)")
         try:
-            named = cert.extensions.get_extension_for_class(
-                x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
-        except x509.ExtensionNotFound:
-            named = []
-        if r.analyst not in named:
+            who = identity_of(cert)
+        except HandshakeError as exc:
+            raise AccessDenied(f"the job request's certificate: {exc}") from None
+        if who.name != r.analyst or who.serves:
             raise AccessDenied(f"the job request is signed with the certificate of "
-                               f"{named[:1] or 'nobody'}, not of {r.analyst!r}")
+                               f"{[who.name]}, not with the client certificate of "
+                               f"{r.analyst!r}")
         if not dep.is_client(r.analyst) or dep.client(r.analyst).role != "analyst":
             raise AccessDenied(f"{r.analyst!r} is not an analyst of this deployment")
         not_analysts = [n for n in r.share_with
@@ -166,7 +183,19 @@ class SignedRequest:
         except InvalidSignature:
             raise AccessDenied(f"the job request's signature by {r.analyst!r} does not verify: "
                                "it was changed or made without the analyst's key") from None
+        now = time.time() if now is None else now
+        if not r.issued <= r.expires <= r.issued + MAX_VALIDITY:
+            raise AccessDenied("the job request's validity is malformed")
+        if r.issued > now + CLOCK_SKEW:
+            raise AccessDenied("the job request was made in the future (is a clock wrong?)")
+        if now > r.expires + CLOCK_SKEW:
+            raise AccessDenied(f"the job request expired at {_when(r.expires)}, before its job "
+                               "started; sign a new one (mpc-client select again)")
         return r
+
+
+def _when(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def load_ca(path: Path) -> x509.Certificate:

@@ -49,6 +49,7 @@ from mpcnet.errors import (
     MPCError,
     PeerError,
 )
+from mpcnet.identity import Identity
 from mpcnet.jobrequest import JobRequest, SignedRequest, load_ca
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import FrameProtocol, large_message
@@ -106,6 +107,7 @@ class Job:
     submitted_by: str
     n_parties: int
     request: dict[str, Any] = field(default_factory=dict)  # as the analyst signed it
+    signed: bool = False            # its signature verified here: the request is used up
     state: str = "queued"           # queued -> running -> done | failed
     error: str | None = None
     created: float = field(default_factory=time.time)
@@ -239,14 +241,14 @@ class PartyServer:
                                 f"{conn.address}")
             conn.set_label(f"connection from {conn.address}")
             header, _ = await conn.recv(timeout=self.t.handshake)
-            names = conn.cert_names()
             if header.get("k") != "hello":
                 raise PeerError(f"{conn.label}: expected a hello, got {header.get('k')!r}")
+            who = conn.peer_identity()
             conn.set_max_body(self.dep.max_frame_bytes)  # the other end waits for our answer
             if header.get("as") == "peer":
-                await self._peer(conn, header, names)
+                await self._peer(conn, header, who)
             else:
-                await self._client(conn, header, names)
+                await self._client(conn, header, who)
         except HandshakeError as exc:
             if conn.closed:  # TLS refused the certificate
                 log.info("%s: %s", conn.label, exc)
@@ -275,12 +277,12 @@ class PartyServer:
             self._open -= 1
 
     # -- peers -----------------------------------------------------------------------------
-    async def _peer(self, conn: FrameProtocol, hello: dict[str, Any], names: list[str]) -> None:
+    async def _peer(self, conn: FrameProtocol, hello: dict[str, Any], who: Identity) -> None:
         frm = hello.get("from")
-        if not isinstance(frm, str) or frm not in names or not self.dep.is_server(frm):
-            raise HandshakeError(f"{conn.label}: certificate {names[:1]} does not belong to a "
-                                 f"server of this deployment (claimed {frm!r})")
-        if not conn.cert_serves():
+        if frm != who.name or not self.dep.is_server(frm):
+            raise HandshakeError(f"{conn.label}: certificate of {who.name!r} does not belong "
+                                 f"to a server of this deployment (claimed {frm!r})")
+        if not who.serves:
             raise HandshakeError(f"{conn.label}: the certificate named {frm!r} is a client "
                                  "certificate (no TLS server usage); only the deployment's "
                                  "servers, with certificates from mpc-certs, join jobs")
@@ -404,7 +406,7 @@ class PartyServer:
             raise InputError(f"dataset {job.dataset!r} on {self.name} differs from the "
                              "coordinator's copy (an upload did not reach every server); "
                              "share it again under a new name")
-        if self.storage.result(job.result) is not None:
+        if self.storage.result(job.submitted_by, job.result) is not None:
             raise InputError(f"result {job.result!r} already exists; choose another --result")
         return manifest
 
@@ -420,11 +422,12 @@ class PartyServer:
         check_name("dataset", request.dataset)
         check_name("result", request.result)
         self._check_fresh(request)
-        if any(j.result == request.result and j.state in ("queued", "running")
-               for j in self.jobs.values()):
+        if any(j.result == request.result and j.submitted_by == request.analyst
+               and j.state in ("queued", "running") for j in self.jobs.values()):
             raise InputError(f"result {request.result!r} is already being computed by another "
                              "job")
         job = Job.of(uuid.uuid4().hex[:12], "", request, signed.to_wire())
+        job.signed = True
         job.digest = catalog.digest(self._check_job(job, digest=False))
         self.jobs[job.id] = job
         self.storage.save_job(job.record())
@@ -434,10 +437,12 @@ class PartyServer:
         return job
 
     def _check_fresh(self, request: JobRequest) -> None:
-        """No two jobs run on one request (its nonce is in the job records, which persist);
-        a job refused before it started used nothing."""
-        used = [j.id for j in self.jobs.values() if j.request.get("nonce") == request.nonce
-                and (j.started is not None or j.state in ("queued", "running"))]
+        """A request is used up here the moment its signature verifies, whatever happens to
+        its job (the job records, which persist, say which ones did): no job runs on a request
+        that was refused, failed or ran before. Records of requests whose signature failed
+        use nothing, so a forger cannot use up an analyst's request."""
+        used = [j.id for j in self.jobs.values()
+                if j.signed and j.request.get("nonce") == request.nonce]
         if used:
             raise InputError(f"the job request was already used by job {used[0]}; a request "
                              "runs once (the client signs a new one for every select)")
@@ -481,6 +486,7 @@ class PartyServer:
         try:
             signed.verify(self.dep, self.ca)
             self._check_fresh(signed.request)
+            job.signed = True
         except (AccessDenied, InputError) as exc:
             raise refuse(str(exc)) from None
         for name in Job.SPEC:
@@ -508,7 +514,9 @@ class PartyServer:
         self.storage.save_job(job.record())
         conns: dict[int, FrameProtocol] = {}
         try:
-            self._check_job(job)  # the dataset or result may have changed while queued
+            # the request may have expired, the dataset or result changed, while queued
+            SignedRequest.from_wire(job.request).verify(self.dep, self.ca)
+            self._check_job(job)
             dials = [self._dial_peer(p, {"job": job.id, "spec": job.spec()})
                      for p in range(1, job.n_parties)]
             got = await asyncio.gather(*dials, return_exceptions=True)
@@ -636,18 +644,19 @@ class PartyServer:
         job.ended.set()
 
     # -- clients ---------------------------------------------------------------------------
-    async def _client(self, conn: FrameProtocol, hello: dict[str, Any], names: list[str]) -> None:
-        name = names[0] if names else "?"
+    async def _client(self, conn: FrameProtocol, hello: dict[str, Any], who: Identity) -> None:
+        name = who.name
         claimed = hello.get("name")
-        if claimed is not None and claimed not in names:
+        if claimed is not None and claimed != name:
             raise HandshakeError(f"{conn.label}: claims to be {claimed!r} but its certificate "
                                  f"names {name!r}")
-        if self.dep.is_client(name):
+        if self.dep.is_client(name) and not who.serves:
             role = self.dep.client(name).role
-        elif self.dep.is_server(name):
+        elif self.dep.is_server(name) and who.serves:
             role = "server"
         else:
-            raise AccessDenied(f"{name!r} is not a client of this deployment; ask the operators "
+            raise AccessDenied(f"{name!r} is not a client of this deployment (or its "
+                               "certificate is not a client certificate); ask the operators "
                                "to add it to [[clients]] with a role")
         conn.set_label(f"client {name} ({conn.address})")
         conn.send({"k": "ok", "server": self.name, "party": self.party, "version": __version__,
@@ -719,11 +728,14 @@ class _Session:
 
     # -- read-only ---------------------------------------------------------------------------
     async def op_status(self, h: dict[str, Any]) -> dict[str, Any]:
+        """Health and this client's own jobs (a server, for healthchecks, sees every job)."""
         mesh = await self.s.probe_mesh() if h.get("mesh", True) else {}
-        running = [j.id for j in self.s.jobs.values() if j.state == "running"]
+        mine = [j for j in self.s.jobs.values() if self.role == "server" or j.may_read(self.name)]
         return {"server": self.s.name, "party": self.s.party, "version": __version__,
-                "mesh": mesh, "coordinator": self.s.is_coordinator, "running": running,
-                "queued": self.s.queue.qsize(), "pid": os.getpid(), "load": self.s.load()}
+                "mesh": mesh, "coordinator": self.s.is_coordinator,
+                "running": [j.id for j in mine if j.state == "running"],
+                "queued": sum(j.state == "queued" for j in mine), "pid": os.getpid(),
+                "load": self.s.load()}
 
     async def op_datasets(self, h: dict[str, Any]) -> dict[str, Any]:
         out = []
@@ -752,8 +764,8 @@ class _Session:
 
     async def op_results(self, h: dict[str, Any]) -> dict[str, Any]:
         out = []
-        for n in self.s.storage.result_names():
-            m = self.s.storage.result(n)
+        for owner, n in self.s.storage.result_keys():
+            m = self.s.storage.result(owner, n)
             if m is not None and self._readable(m):
                 out.append({k: m.get(k) for k in ("name", "dataset", "job", "k", "score",
                                                   "security", "rows", "parties", "owner",
@@ -885,11 +897,12 @@ class _Session:
 
     async def op_fetch(self, h: dict[str, Any]) -> None:
         name = check_name("result", str(h.get("result", "")))
-        stored = self.s.storage.result(name)
+        owner = check_name("analyst", str(h.get("owner") or self.name))
+        stored = self.s.storage.result(owner, name)
         if stored is None or not self._readable(stored):
-            raise InputError(f"no result {name!r} of yours on {self.s.name}; see mpc-client "
-                             "results")
-        manifest, arrays = await asyncio.to_thread(self.s.storage.load_result, name)
+            raise InputError(f"no result {name!r} of {owner} that you may read on "
+                             f"{self.s.name}; see mpc-client results")
+        manifest, arrays = await asyncio.to_thread(self.s.storage.load_result, owner, name)
         self.conn.send({"k": "ok", "manifest": {k: v for k, v in manifest.items()
                                                 if k != "files"},
                         "arrays": sorted(arrays)})

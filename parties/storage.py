@@ -6,7 +6,8 @@ Layout under the server's ``data_dir``::
     staging/                      uploads and results being written; emptied at every start
     datasets/<name>/manifest.json schema, contributions, and a SHA-256 per share file
     datasets/<name>/<random>.data.npy, <random>.labels.npy   (names chosen by the server)
-    results/<name>/manifest.json, reduced.npy, exponents.npy
+    results/<analyst>/<name>/manifest.json, reduced.npy, exponents.npy   (one namespace per
+                                  analyst: the one whose signed request made the result)
     jobs/<id>.json                job records (state, error, figures)
 
 Every file is written to a temporary name, flushed with fsync, then renamed into place
@@ -151,9 +152,21 @@ class Storage:
             raise StorageError(f"data folder {self.root} is not usable: {exc}") from None
         shutil.rmtree(self.staging, ignore_errors=True)
         self.staging.mkdir(mode=DIR_MODE)
-        for kind in (self.datasets, self.results):
-            for folder in kind.iterdir():
-                self._tidy(folder)
+        for folder in self._stored_folders():
+            self._tidy(folder)
+
+    def _stored_folders(self) -> list[Path]:
+        """Every dataset folder and every result folder (results/<analyst>/<name>). A result
+        stored directly under results/ by a version without per-analyst names has no owner:
+        it is kept, not served."""
+        out = sorted(self.datasets.iterdir())
+        for owner in sorted(self.results.iterdir()):
+            if (owner / "manifest.json").is_file():
+                log.warning("result %s has no analyst (stored by an earlier version); it is "
+                            "kept but not served: run its selection again", owner.name)
+                continue
+            out += sorted(owner.iterdir())
+        return out
 
     def close(self) -> None:
         if self._lock is not None:
@@ -200,11 +213,10 @@ class Storage:
     def verify_all(self) -> int:
         """Check every stored file against its checksum; returns how many were checked."""
         n = 0
-        for kind in (self.datasets, self.results):
-            for folder in sorted(kind.iterdir()):
-                for entry in self._files(self._read(folder / "manifest.json")):
-                    self.load_array(folder, entry)
-                    n += 1
+        for folder in self._stored_folders():
+            for entry in self._files(self._read(folder / "manifest.json")):
+                self.load_array(folder, entry)
+                n += 1
         return n
 
     # -- staging ---------------------------------------------------------------------------
@@ -284,11 +296,16 @@ class Storage:
         return manifest, data, label
 
     # -- results ---------------------------------------------------------------------------
-    def result_names(self) -> list[str]:
-        return sorted(d.name for d in self.results.iterdir() if (d / "manifest.json").is_file())
+    def _result_folder(self, owner: str, name: str) -> Path:
+        return inside(inside(self.results, owner, "analyst"), name, "result")
 
-    def result(self, name: str) -> dict[str, Any] | None:
-        path = inside(self.results, name, "result") / "manifest.json"
+    def result_keys(self) -> list[tuple[str, str]]:
+        """(analyst, name) of every stored result."""
+        return sorted((d.parent.name, d.name) for d in self.results.glob("*/*")
+                      if (d / "manifest.json").is_file())
+
+    def result(self, owner: str, name: str) -> dict[str, Any] | None:
+        path = self._result_folder(owner, name) / "manifest.json"
         return self._read(path) if path.is_file() else None
 
     def stage_result(self, arrays: dict[str, np.ndarray]) -> tuple[Path, dict[str, Any]]:
@@ -297,20 +314,24 @@ class Storage:
         return staged, files
 
     def commit_result(self, manifest: dict[str, Any], staged: Path) -> None:
-        """Publish a staged result: the whole folder is renamed into place at once."""
+        """Publish a staged result under its analyst: the whole folder is renamed into place
+        at once."""
         manifest = dict(manifest, stored=time.time())
         write_json(staged / "manifest.json", manifest)
-        target = inside(self.results, manifest["name"], "result")
+        target = self._result_folder(manifest["owner"], manifest["name"])
         if target.exists():
             raise StorageError(f"result {manifest['name']!r} already exists")
+        target.parent.mkdir(mode=DIR_MODE, exist_ok=True)
         os.replace(staged, target)
+        _fsync_dir(target.parent)
         _fsync_dir(self.results)
 
-    def load_result(self, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        manifest = self.result(name)
+    def load_result(self, owner: str, name: str
+                    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        manifest = self.result(owner, name)
         if manifest is None:
-            raise StorageError(f"result {name!r} is not stored here")
-        folder = inside(self.results, name, "result")
+            raise StorageError(f"result {name!r} of {owner} is not stored here")
+        folder = self._result_folder(owner, name)
         return manifest, {k: self.load_array(folder, e) for k, e in manifest["files"].items()}
 
     # -- jobs ------------------------------------------------------------------------------

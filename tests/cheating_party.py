@@ -14,10 +14,10 @@ which this server sends a message of KIND in the job, ``peer`` is a party index.
 
 - the message kinds of the active schemes (``mpcnet.schemes.faults.KINDS``): for active4
   ([F4]) ``jmp-value``, ``jmp-hash`` (joint message passing: value and digest),
-  ``verify-hash``, ``input-hash`` (the batched check), ``key-confirm``, ``open-value``,
-  ``open-hash``; for active3 ``product``, ``and``, ``triple``, ``mac-sum``, ``coin``,
-  ``mac-product``, ``check-open``, the zero tests' claims ``and-claim``, ``mac-claim`` and the
-  digests ``open-hash``, ``and-hash``, ``mac-hash``, ``input-hash``;
+  ``input-hash`` (the input check), ``key-confirm``, ``open-value``, ``open-hash``; for active3
+  ``product``, ``and``, ``triple``, ``mac-sum``, ``coin``, ``mac-product``, ``check-open``,
+  ``check-open-hash``, the zero tests' claims ``and-claim``, ``mac-claim`` and the digests
+  ``and-hash``, ``mac-hash``, ``input-hash``;
 - ``key-contribution``: the first frame of the job to each peer (this server's contributions
   to the correlated-randomness keys, setup round 1);
 - ``data-share``, ``label-share``: the server's own share of the stored dataset, perturbed when
@@ -25,7 +25,8 @@ which this server sends a message of KIND in the job, ``peer`` is a party index.
 - ``job-spec`` (the coordinator only): the job it sends the other servers differs from the
   analyst's signed request. Actions: ``downgrade`` (passive3 in the job, the request intact),
   ``downgrade-signed`` (passive3 in the request too, so its signature breaks), ``k`` (k + 1),
-  ``dataset`` (another dataset name), ``replay`` (the request of its last job that ran),
+  ``dataset`` (another dataset name), ``replay`` (the request of its job before, even one the
+  members refused),
   ``forge`` (the request signed again with the coordinator's own key), ``unsigned`` (no
   request), ``unrequested`` (first a job nobody asked for, signed with its own key in the
   analyst's name; then the real job, honestly) and ``fake-done`` (no job at all, reported done).
@@ -367,8 +368,8 @@ def _tampered_spec(srv: Any, job: Any, action: str) -> Any:
         spec["k"] += 1
     elif action == "dataset":
         spec["dataset"] = "another"
-    elif action == "replay":
-        earlier = max((j for j in srv.jobs.values() if j.state == "done" and j.id != job.id),
+    elif action == "replay":  # the request of its job before this one, whatever became of it
+        earlier = max((j for j in srv.jobs.values() if j.request and j.id != job.id),
                       key=lambda j: j.created)
         spec.update({k: getattr(earlier, k) for k in ("dataset", "k", "score", "security",
                                                       "result", "n_parties", "request")})

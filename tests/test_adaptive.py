@@ -380,6 +380,54 @@ def test_a_compensated_and_error_aborts_whatever_the_secret(secret: str, channel
             assert verdict == "aborted" and checks <= {"AND", "open consistency"}, checks
 
 
+class OpeningLiar(Adaptive):
+    """Flips low bits of the words y ^ b it opens in the AND check (the components its
+    previous party lacks; the cut triples untouched) and records what it receives afterwards.
+    If that party used the words before their other holder vouched for them, its zero-test
+    digest, which it sends to this cheater in the next round, would differ from the honest
+    one by a function of triple bits the cheater lacks: a few flipped bits, a brute force
+    over the candidates, and the cheater reads secret AND inputs (an adversarial review found
+    exactly this; docs/cheating.md)."""
+
+    def __init__(self, party: int) -> None:
+        super().__init__(party)
+        self.lied = False
+        self.heard_after: list[tuple[str, int]] = []
+        self.and_words = 0
+
+    def deviate(self, phase: str, kind: str, n: int, payload: np.ndarray) -> None:
+        if kind == "and":
+            self.and_words += payload.size
+        elif kind == "check-open":
+            pools, size = check_plan(self.and_words)
+            cut = size - self.and_words
+            width = 3 * cut + 2 * self.and_words
+            for pool in range(pools):  # layout per pool: cut a, b, c, then rho, sigma
+                start = pool * width + 3 * cut + self.and_words
+                payload[start:start + self.and_words] ^= np.uint64(7)
+            self.lied = True
+            self.fired += 1
+
+    def observe(self, party: int, event: str, value: object) -> None:
+        super().observe(party, event, value)
+        if party == self.party and event == "received" and self.lied:
+            kind, peer, _ = value  # type: ignore[misc]
+            self.heard_after.append((kind, peer))
+
+
+@pytest.mark.parametrize("secret", ("selected", "rank"))
+def test_a_cheater_that_lies_in_an_and_check_opening_hears_no_digest(secret: str) -> None:
+    s = SECRETS[secret]
+    for cheater in range(3):
+        for data in (s.h0, s.h1):
+            attack = OpeningLiar(cheater)
+            verdict, checks = _verdict(_job(Spdz3, data, attack), cheater, data)
+            assert attack.fired == 1 and verdict == "aborted", (cheater, verdict)
+            assert "open consistency" in checks <= {"open consistency", "AND"}, checks
+            lied_to = (cheater - 1) % 3  # it stopped in the round of the opening
+            assert ("digests", lied_to) not in attack.heard_after, attack.heard_after
+
+
 # -- both schemes: a wrong copy of a secret input, with a faithful input hash --------------
 def _faithful(cls: type[Scheme]) -> type[Scheme]:
     """``cls`` for a cheater that computes with a wrong copy of one input value but hashes
@@ -440,13 +488,12 @@ class SumPreserving(Adaptive):
 
 
 @pytest.mark.parametrize("secret", sorted(SECRETS))
-@pytest.mark.parametrize("check", ("round", "batch"))
-def test_active4_aborts_whatever_the_secret(secret: str, check: str) -> None:
+def test_active4_aborts_whatever_the_secret(secret: str) -> None:
     s = SECRETS[secret]
     phase = "scoring" if secret == "label" else "product"  # where the secret is computed on
     for cheater in range(4):
         for data in (s.h0, s.h1):
             attack = SumPreserving(cheater, phase)
-            verdict, checks = _verdict(_job(Rep4, data, attack, check=check), cheater, data)
+            verdict, checks = _verdict(_job(Rep4, data, attack), cheater, data)
             assert attack.fired >= 1
-            assert (verdict, checks) == ("aborted", {"joint-message hash"}), (cheater, check)
+            assert (verdict, checks) == ("aborted", {"joint-message hash"}), cheater

@@ -53,7 +53,7 @@ CHECKS = {  # per setting, message kind -> the checks that may catch a deviation
     "active4": {
         "key-contribution": {"key agreement"}, "key-confirm": {"key agreement"},
         "jmp-value": {"joint-message hash"}, "jmp-hash": {"joint-message hash"},
-        "verify-hash": {"joint-message hash"}, "input-hash": {"input consistency"},
+        "input-hash": {"input consistency"},
         "data-share": {"joint-message hash", "input consistency"},
         "label-share": {"joint-message hash", "input consistency"},
     },
@@ -65,24 +65,25 @@ CHECKS = {  # per setting, message kind -> the checks that may catch a deviation
         # its kind, or the opening of a value that depends on it in the checks, names it
         **dict.fromkeys(("product", "and", "triple", "check-open"),
                         {"MAC", "AND", "open consistency"}),
+        # the other holder's digest of each opened word of the AND check, in the same round
+        "check-open-hash": {"open consistency"},
         # round 1 carries the triples and the MAC check's sums in one frame (its shape is
         # checked as AND), round 2 the coin and alpha w (its shape is checked as coin)
         "mac-sum": {"MAC", "AND"}, "mac-product": {"MAC", "coin"}, "coin": {"coin"},
         # the claims of the zero tests travel hashed in the last frame
         "and-claim": {"AND"}, "mac-claim": {"MAC"},
-        # the four digests travel in one frame, whose shape is checked as open consistency
-        "open-hash": {"open consistency"}, "and-hash": {"AND", "open consistency"},
-        "mac-hash": {"MAC", "open consistency"},
+        # the three digests travel in one frame, whose shape is checked as open consistency
+        "and-hash": {"AND", "open consistency"}, "mac-hash": {"MAC", "open consistency"},
         "input-hash": {"input consistency", "open consistency"},
     },
 }
-# Digests that share a frame: frame faults are run on one of them only (active4: verify-hash,
-# active3: mac-hash); a zero test's claim is no frame of its own (it is hashed into the digests)
-# and goes to one peer: "add" only. In active4 a consistent change of a server's own random key
-# contribution is no deviation (no "add"); in active3 it is (each peer derives a different key).
+# Digests that share a frame: frame faults are run on one of them only (active3: mac-hash);
+# a zero test's claim is no frame of its own (it is hashed into the digests) and goes to one
+# peer: "add" only. In active4 a consistent change of a server's own random key contribution
+# is no deviation (no "add"); in active3 it is (each peer derives a different key).
 ACTIONS_OF = {
-    "active4": {"input-hash": ("add", "split"), "key-contribution": ACTIONS[1:]},
-    "active3": {**{k: ("add", "split") for k in ("open-hash", "and-hash", "input-hash")},
+    "active4": {"key-contribution": ACTIONS[1:]},
+    "active3": {**{k: ("add", "split") for k in ("and-hash", "input-hash")},
                 **{k: ("add",) for k in ("and-claim", "mac-claim")}},
 }
 
@@ -91,11 +92,11 @@ DEFAULT = {
     "active4": {
         "alice": ["jmp-value:add:middle", "key-contribution:split", "data-share:add",
                   "jmp-hash:short:last"],
-        "bob": ["jmp-hash:add:last", "jmp-value:drop:middle", "verify-hash:split",
+        "bob": ["jmp-hash:add:last", "jmp-value:drop:middle", "input-hash:short",
                 "key-confirm:garbage"],
         "carol": ["jmp-value:garbage:first", "key-confirm:add", "label-share:add",
                   "input-hash:add"],
-        "dave": ["jmp-value:short:last", "jmp-hash:split:middle", "verify-hash:drop",
+        "dave": ["jmp-value:short:last", "jmp-hash:split:middle", "input-hash:drop",
                  "input-hash:split"],
     },
     "active3": {
@@ -104,7 +105,7 @@ DEFAULT = {
         "bob": ["triple:add", "check-open:split", "and:drop:middle", "mac-hash:add",
                 "mac-product:add"],
         "carol": ["and:garbage:first", "and-hash:add", "label-share:add", "input-hash:split",
-                  "open-hash:add", "product:short:last", "mac-claim:add"],
+                  "check-open-hash:add", "product:short:last", "mac-claim:add"],
     },
 }
 CASES = [(setting, name) for setting in SETTINGS for name in SERVER_NAMES[:N_SERVERS[setting]]]
@@ -399,7 +400,7 @@ COORDINATOR_CASES = {
     "downgrade-signed": "does not verify",
     "k": "the coordinator says k 3",
     "dataset": "the coordinator says dataset 'another'",
-    "replay": "already used by job",
+    "replay": "already used by job",  # the request of the refused job just before
     "forge": "certificate of ['alice']",
 }
 

@@ -139,7 +139,8 @@ def test_results_belong_to_their_analyst_and_those_it_shares_with(
         assert all(any(r["name"] == "owned-r" and r["owner"] == "analyst"
                        and r["share_with"] == ["analyst-2"] for r in rs)
                    for rs in listed.values()), (who, listed)
-        ok(cluster.client(who, "fetch", "--result", "owned-r", "--out", str(tmp_path / "d.csv")))
+        ok(cluster.client(who, "fetch", "--result", "owned-r", "--from", "analyst", "--out",
+                          str(tmp_path / "d.csv")))
         assert np.array_equal(_reduced(tmp_path / "d.csv")[1], expected)
     # analyst-3 sees neither the result nor the job, on any server
     r = cluster.client("analyst-3", "fetch", "--result", "owned-r", "--out",
@@ -150,6 +151,12 @@ def test_results_belong_to_their_analyst_and_those_it_shares_with(
     assert not any(r["name"] == "owned-r" for rs in listed.values() for r in rs)
     jobs = json.loads(ok(cluster.client("analyst-3", "--json", "jobs")))
     assert not any(j["id"] == job for js in jobs.values() for j in js)
+    # names are per analyst: analyst-3 learns nothing from choosing the same one
+    ok(cluster.client("analyst-3", "select", "--dataset", "owned", "--k", "2", "--result",
+                      "owned-r"))
+    ok(cluster.client("analyst-3", "fetch", "--result", "owned-r", "--out",
+                      str(tmp_path / "mine.csv")))
+    assert _reduced(tmp_path / "mine.csv")[1].shape == (60, 2)
     # a result can be shared with analysts only
     r = cluster.client("analyst", "select", "--dataset", "owned", "--k", "3", "--result",
                        "owned-x", "--share-with", "hospital-a")

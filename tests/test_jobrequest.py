@@ -15,7 +15,7 @@ from client.local import CLIENTS, write_config
 from mpcnet import config
 from mpcnet.config import Deployment
 from mpcnet.errors import AccessDenied, InputError
-from mpcnet.jobrequest import JobRequest, SignedRequest, load_ca
+from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest, load_ca
 
 
 @pytest.fixture
@@ -61,7 +61,8 @@ def test_any_changed_field_breaks_the_signature(dep: Deployment, field: str) -> 
 
 
 def test_a_request_signed_with_another_key_is_refused(dep: Deployment) -> None:
-    with pytest.raises(AccessDenied, match=r"certificate of \['alice'\], not of 'analyst'"):
+    with pytest.raises(AccessDenied, match=r"certificate of \['alice'\], not with the client "
+                                           r"certificate of 'analyst'"):
         _signed(dep, who="alice").verify(dep, load_ca(dep.ca))
     with pytest.raises(AccessDenied, match="'hospital-a' is not an analyst"):
         _signed(dep, who="hospital-a", analyst="hospital-a").verify(dep, load_ca(dep.ca))
@@ -104,3 +105,33 @@ def test_malformed_requests_are_named(dep: Deployment, change: dict[str, object]
         SignedRequest.from_wire(_signed(dep).to_wire() | change)
     with pytest.raises(InputError, match="no signed job request"):
         SignedRequest.from_wire(None)
+
+
+def test_a_request_is_used_only_within_its_validity(dep: Deployment) -> None:
+    signed = _signed(dep)
+    r = signed.request
+    ca = load_ca(dep.ca)
+    assert signed.verify(dep, ca, now=r.expires + CLOCK_SKEW - 1) == r
+    with pytest.raises(AccessDenied, match="expired at .* sign a new one"):
+        signed.verify(dep, ca, now=r.expires + CLOCK_SKEW + 1)
+    with pytest.raises(AccessDenied, match="made in the future"):
+        signed.verify(dep, ca, now=r.issued - CLOCK_SKEW - 1)
+    eternal = _signed(dep, expires=r.issued + 30 * 86400)  # signed, but beyond the longest
+    with pytest.raises(AccessDenied, match="validity is malformed"):
+        eternal.verify(dep, ca)
+    with pytest.raises(InputError, match="valid for 1 s to 7 days"):
+        JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r", valid_for=0)
+
+
+def test_a_certificate_that_names_two_identities_signs_for_none(dep: Deployment,
+                                                                tmp_path: Path) -> None:
+    """One identity rule (mpcnet.identity): a client certificate names its client alone."""
+    ca_key = serialization.load_pem_private_key((dep.ca.parent / "ca.key").read_bytes(),
+                                                password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key, cert = issue(ca_key, load_ca(dep.ca), "analyst-2", server=False, hosts=("analyst",))
+    write_pair(key, cert, tmp_path / "two.pem", tmp_path / "two.key")
+    request = JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r")
+    signed = SignedRequest.sign(request, tmp_path / "two.key", tmp_path / "two.pem")
+    with pytest.raises(AccessDenied, match="must name its client alone"):
+        signed.verify(dep, load_ca(dep.ca))

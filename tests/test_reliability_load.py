@@ -140,14 +140,18 @@ def test_concurrent_owners_and_analysts(cluster: LocalCluster, files: dict[str, 
         assert np.array_equal(got, expect[ds](k)), f"{res} by {analyst} differs"
     submitter = {j["result"]: j["submitted_by"] for j in done}
     assert submitter == {res: a for a, _, _, res in JOBS}
-    err = refused(cluster.client("analyst-2", "select", "--dataset", "load-wide", "--k", "3",
+    err = refused(cluster.client("analyst", "select", "--dataset", "load-wide", "--k", "3",
                                  "--result", "a-rows"), code=2)
     assert "'a-rows' already exists" in err
+    # another analyst's names are its own: the same name is free for analyst-2
+    ok(cluster.client("analyst-2", "select", "--dataset", "load-wide", "--k", "3",
+                      "--result", "a-rows"))
     assert healthy(cluster)
     report(request, f"load: 3 datasets, 6 uploads by 3 owners ({len(uploads)} at once, "
            f"{share_seconds:.1f} s), {len(JOBS)} jobs by 2 analysts submitted at once (up to "
            f"{queued} queued; all done in {job_seconds:.1f} s): {len(JOBS)}/{len(JOBS)} D' "
-           "equal their own plaintext selection; a clashing result name refused")
+           "equal their own plaintext selection; a clashing result name refused, the same name "
+           "free for another analyst")
 
 
 def test_two_owners_starting_one_dataset_at_once(cluster: LocalCluster, files: dict[str, Path],

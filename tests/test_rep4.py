@@ -1,6 +1,6 @@
 """Tests of mpcnet.schemes.rep4 (Fantastic Four, active 4PC) over in-process channels.
 
-Every primitive against plaintext under both check modes, the communication of one product,
+Every primitive against plaintext, the communication of one product,
 and malicious-party tests: one party deviates through the test-only ``FaultInjector`` (or by
 corrupting its own share), and the honest parties must abort with the named check before any
 wrong value is output.
@@ -26,7 +26,6 @@ from mpcnet.schemes.replicated import checked_words
 U64 = np.uint64
 EDGE = np.array([0, 1, -1, 2, -2, 2**32, 2**62, -(2**62), 2**63 - 1, -(2**63), 3**39, -(5**27)],
                 dtype=np.int64).view(U64)
-MODES = ["round", "batch"]
 
 
 def values(seed: int, n: int = 60) -> np.ndarray:
@@ -35,7 +34,7 @@ def values(seed: int, n: int = 60) -> np.ndarray:
 
 
 def run(body: Callable[..., Awaitable[Any]], inputs: dict[str, np.ndarray] | None = None,
-        check: str = "round", binary: bool = False, fault: FaultInjector | None = None,
+        binary: bool = False, fault: FaultInjector | None = None,
         timeout: float = 30.0) -> list[Any]:
     """Share ``inputs`` as a client, run ``body(scheme, **shares)`` at every party, and return
     per party its result or the exception it raised (so cheating tests see every outcome)."""
@@ -43,7 +42,7 @@ def run(body: Callable[..., Awaitable[Any]], inputs: dict[str, np.ndarray] | Non
 
     async def party(engine: RoundEngine) -> Any:
         try:
-            s = await Rep4.setup(engine, check=check, fault=fault)
+            s = await Rep4.setup(engine, fault=fault)
             args = {k: Shared(sh[engine.party], 1, binary) for k, sh in shares.items()}
             return await body(s, **args)
         except (CheatingDetected, PeerError) as exc:
@@ -104,8 +103,7 @@ def test_registered() -> None:
 
 
 # -- primitives against plaintext ----------------------------------------------------------
-@pytest.mark.parametrize("check", MODES)
-def test_arithmetic(check: str) -> None:
+def test_arithmetic() -> None:
     x, y = values(3), values(4)[::-1].copy()
     c = np.arange(x.size, dtype=U64) * U64(2**61 + 3)
 
@@ -116,7 +114,7 @@ def test_arithmetic(check: str) -> None:
         return (await s.open(prod), await s.open(square), await s.open(lin),
                 await s.open(s.public(c)), await s.open(x))
 
-    prod, square, lin, pub, xo = agreed(run(body, {"x": x, "y": y}, check))
+    prod, square, lin, pub, xo = agreed(run(body, {"x": x, "y": y}))
     np.testing.assert_array_equal(prod, x * y)  # wraps mod 2^64
     np.testing.assert_array_equal(square, x * x)
     np.testing.assert_array_equal(lin, (x + y + y) * c + c)
@@ -124,8 +122,7 @@ def test_arithmetic(check: str) -> None:
     np.testing.assert_array_equal(xo, x)
 
 
-@pytest.mark.parametrize("check", MODES)
-def test_mul_broadcast_and_shapes(check: str) -> None:
+def test_mul_broadcast_and_shapes() -> None:
     x = values(5, 12).reshape(4, 6)
     y = values(6, 0)[:6]
 
@@ -138,7 +135,7 @@ def test_mul_broadcast_and_shapes(check: str) -> None:
         return (await s.open(prod), await s.open(empty), await s.open(one),
                 await s.open(shifted), await s.open(minus5))
 
-    prod, empty, one, shifted, minus5 = agreed(run(body, {"x": x, "y": y}, check))
+    prod, empty, one, shifted, minus5 = agreed(run(body, {"x": x, "y": y}))
     np.testing.assert_array_equal(minus5, y - U64(5))
     np.testing.assert_array_equal(prod, x * y)
     assert empty.shape == (0, 6)
@@ -146,9 +143,8 @@ def test_mul_broadcast_and_shapes(check: str) -> None:
     np.testing.assert_array_equal(shifted, y + np.arange(24, dtype=U64).reshape(4, 6))
 
 
-@pytest.mark.parametrize("check", MODES)
 @pytest.mark.parametrize("shape", [((9, 5), (5, 4)), ((1, 7), (7, 1)), ((6, 3), (3, 11))])
-def test_matmul(check: str, shape: tuple[tuple[int, int], tuple[int, int]]) -> None:
+def test_matmul(shape: tuple[tuple[int, int], tuple[int, int]]) -> None:
     rng = np.random.default_rng(7)
     a = rng.integers(0, 2**64, shape[0], dtype=U64)
     b = rng.integers(0, 2**64, shape[1], dtype=U64)
@@ -157,7 +153,7 @@ def test_matmul(check: str, shape: tuple[tuple[int, int], tuple[int, int]]) -> N
     async def body(s: Rep4, a: Shared, b: Shared) -> np.ndarray:
         return await s.open(await s.matmul(a, b))
 
-    np.testing.assert_array_equal(agreed(run(body, {"a": a, "b": b}, check)), a @ b)
+    np.testing.assert_array_equal(agreed(run(body, {"a": a, "b": b})), a @ b)
 
 
 def test_matmul_communication_is_result_sized() -> None:
@@ -174,8 +170,7 @@ def test_matmul_communication_is_result_sized() -> None:
         assert sent <= 80 * 12 + 2 * 32  # 1.5 words per result element, at most 2 digests
 
 
-@pytest.mark.parametrize("check", MODES)
-def test_binary(check: str) -> None:
+def test_binary() -> None:
     x, y = values(10), values(11)
     mask = 0x00FF00FF00FF00FF
 
@@ -187,7 +182,7 @@ def test_binary(check: str) -> None:
         return (await s.open_binary(anded), await s.open_binary(xored),
                 await s.open_binary(pub), await s.open_binary(shl), await s.open_binary(shr))
 
-    anded, xored, pub, shl, shr = agreed(run(body, {"x": x, "y": y}, check, binary=True))
+    anded, xored, pub, shl, shr = agreed(run(body, {"x": x, "y": y}, binary=True))
     np.testing.assert_array_equal(anded, x & y)
     np.testing.assert_array_equal(xored, x ^ y)
     np.testing.assert_array_equal(pub, (x & U64(mask)) ^ U64(0xF0F0))
@@ -251,8 +246,7 @@ def test_random() -> None:
         assert all(np.array_equal(copies[0], cp) for cp in copies)
 
 
-@pytest.mark.parametrize("check", MODES)
-def test_chained_products(check: str) -> None:
+def test_chained_products() -> None:
     """Several rounds of products and opens, so hash states and PRF streams stay in step."""
     x = values(14, 20)
 
@@ -267,7 +261,7 @@ def test_chained_products(check: str) -> None:
         await s.verify()
         return out
 
-    results = agreed(run(body, {"x": x}, check))
+    results = agreed(run(body, {"x": x}))
     expect = x.copy()
     for i in range(5):
         np.testing.assert_array_equal(results[2 * i], expect * x)
@@ -279,21 +273,10 @@ def test_verify_is_free_when_nothing_pending() -> None:
         await s.mul(x, x)
         before = s.engine.rounds
         await s.verify()
-        await s.open(x)  # round mode: checked in the product round already
+        await s.open(x)  # every joint message was checked in its own round
         return s.engine.rounds - before
 
     assert run(body, {"x": values(15)}) == [1, 1, 1, 1]
-
-
-def test_batch_mode_verifies_before_open() -> None:
-    async def body(s: Rep4, x: Shared) -> tuple[int, int]:
-        await s.mul(x, x)
-        assert s.pending
-        before = s.engine.rounds
-        await s.open(x)
-        return s.engine.rounds - before, int(s.pending)
-
-    assert run(body, {"x": values(16)}, check="batch") == [(2, 0)] * 4
 
 
 # -- communication -------------------------------------------------------------------------
@@ -326,16 +309,6 @@ def test_bad_configuration() -> None:
     with pytest.raises(ValueError, match="fault kind"):
         FaultInjector(0, "nonsense")
 
-    async def body(s: Rep4) -> None:
-        Rep4(s.engine, s._prf, check="sometimes")
-
-    with pytest.raises(ValueError, match="check must be"):
-        run_local_sync(4, lambda e: _build_then(e, body))
-
-
-async def _build_then(engine: RoundEngine, body: Callable[[Rep4], Awaitable[None]]) -> None:
-    await body(await Rep4.setup(engine))
-
 
 # -- malicious parties ---------------------------------------------------------------------
 def assert_aborted(results: list[Any], check: str, cheater: int | None,
@@ -363,24 +336,6 @@ def test_tampered_product_message(cheater: int, kind: str) -> None:
     fault = FaultInjector(cheater, kind, delta=12345)
     results = run(mul_then_open, {"x": x, "y": y}, fault=fault, timeout=0.5)
     assert fault.fired >= 1
-    assert_aborted(results, "joint-message hash", cheater, lambda r: np.array_equal(r, x * y))
-
-
-@pytest.mark.parametrize("cheater", range(4))
-def test_tampered_product_message_batch_mode(cheater: int) -> None:
-    """Deferred checks: the error surfaces at the verify round that open runs first, so the
-    wrong product is never opened."""
-    x, y = values(22), values(23)
-    fault = FaultInjector(cheater, "jmp-value", delta=1)
-    results = run(mul_then_open, {"x": x, "y": y}, check="batch", fault=fault, timeout=0.5)
-    assert_aborted(results, "joint-message hash", cheater, lambda r: np.array_equal(r, x * y))
-
-
-@pytest.mark.parametrize("cheater", range(4))
-def test_tampered_verify_digest(cheater: int) -> None:
-    x, y = values(24), values(25)
-    fault = FaultInjector(cheater, "verify-hash")
-    results = run(mul_then_open, {"x": x, "y": y}, check="batch", fault=fault, timeout=0.5)
     assert_aborted(results, "joint-message hash", cheater, lambda r: np.array_equal(r, x * y))
 
 

@@ -166,14 +166,17 @@ def test_storage_refuses_paths_outside_its_folders(tmp_path: Path) -> None:
         (outside / "manifest.json").write_text("{}")
         (st.datasets / "link").symlink_to(outside)
         checks = [lambda: st.dataset("../outside"), lambda: st.dataset("link"),
-                  lambda: st.result(".."), lambda: st.result("a/b"),
-                  lambda: st.load_result("../datasets"),
+                  lambda: st.result("a", ".."), lambda: st.result("a", "a/b"),
+                  lambda: st.result("..", "a"), lambda: st.load_result("a", "../datasets"),
                   lambda: st.load_dataset("../../outside"),
                   lambda: st.save_job({"id": "../../outside/job"}),
                   lambda: st.save_job({"id": "x\n"}),
                   lambda: st.load_array(st.datasets, {"file": "../LOCK", "sha256": ""}),
                   lambda: st.withdraw("../outside", "u1"),
-                  lambda: st.commit_result({"name": "../escape"}, st.stage("result"))]
+                  lambda: st.commit_result({"name": "../escape", "owner": "a"},
+                                           st.stage("result")),
+                  lambda: st.commit_result({"name": "x", "owner": "../up"},
+                                           st.stage("result"))]
         for i, check in enumerate(checks):
             with pytest.raises(StorageError, match="refusing"):
                 check()
@@ -192,19 +195,21 @@ def test_members_check_the_job_specification(cluster: FaultCluster,
     digest = catalog.digest(json.loads((bob / "datasets" / "base" / "manifest.json")
                                        .read_text()))
     ran = json.loads(next((bob / "jobs").glob("*.json")).read_text())
-    cert, key = dep.identity("analyst")
-    asked = JobRequest.new("analyst", "base", K, "ms-gini", "active4", "forged")
-    signed = SignedRequest.sign(asked, key, cert).to_wire()
-    own_cert, own_key = dep.identity("alice")  # the coordinator signing in the analyst's name
-    by_alice = SignedRequest.sign(asked, own_key, own_cert).to_wire()
-
     ids = itertools.count(0xABC000)
+
+    def signed(who: str = "analyst") -> dict[str, Any]:
+        """A fresh request for the forged job, signed by ``who`` (the analyst, or the
+        coordinator alice signing in the analyst's name): each verified request is used up by
+        its first refusal, so every case gets its own."""
+        cert, key = dep.identity(who)
+        asked = JobRequest.new("analyst", "base", K, "ms-gini", "active4", "forged")
+        return SignedRequest.sign(asked, key, cert).to_wire()
 
     def spec(request: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
         return {"id": f"{next(ids):012x}", "dataset": "base", "digest": digest, "k": K,
                 "score": "ms-gini", "security": "active4", "result": "forged",
                 "submitted_by": "analyst", "n_parties": 4,
-                "request": signed if request is None else request} | over
+                "request": signed() if request is None else request} | over
 
     cases = {"id climbing out of jobs/": (spec(id="../../../../evil-job"), "job id"),
              "id with a newline": (spec(id="0123456789ab\n"), "job id"),
@@ -215,8 +220,9 @@ def test_members_check_the_job_specification(cluster: FaultCluster,
              "another k than signed": (spec(k=K + 1), "says k"),
              "k not an integer": (spec(k="3"), "says k"),
              "passive3 for a signed active4": (spec(security="passive3"), "says security"),
-             "the request's k changed": (spec(signed | {"k": K + 1}, k=K + 1), "does not verify"),
-             "signed by the coordinator": (spec(by_alice), "certificate of ['alice']"),
+             "the request's k changed": (spec(signed() | {"k": K + 1}, k=K + 1),
+                                         "does not verify"),
+             "signed by the coordinator": (spec(signed("alice")), "certificate of ['alice']"),
              "a request bob already ran": (spec(ran["request"], dataset=ran["dataset"],
                                                 k=ran["k"], result=ran["result"]),
                                            "already used"),
@@ -263,7 +269,7 @@ def test_fetch_takes_the_parties_from_the_security_setting(
 
     def lying(server: str, **over: Any) -> str:
         """What the client says when ``server`` lists base-r with ``over`` changed."""
-        path = dep.server(server).data_dir / "results" / "base-r" / "manifest.json"
+        path = dep.server(server).data_dir / "results" / "analyst" / "base-r" / "manifest.json"
         original = path.read_bytes()
         path.write_text(json.dumps(json.loads(original) | over))
         try:

@@ -31,15 +31,16 @@ def test_check_plan_reaches_the_statistical_security(n: int) -> None:
 
 
 class SameErrorEverywhere(FaultInjector):
-    """Adds the same word to every word of every AND and triple message of ``party``: all
-    triples and all ANDs carry the same error, which passes every match; only the opened
-    (cut) triples can show it."""
+    """Adds the same word to every word of every AND and triple message of ``party``, in
+    place (its own copies agree with what it sent): all triples and all ANDs carry the same
+    error, which passes every match; only the opened (cut) triples can show it."""
 
     def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
         if party != self.party or kind not in ("and", "triple"):
             return payload
         self.fired += 1
-        return payload + U64(self.delta)
+        payload += U64(self.delta)
+        return payload
 
 
 def _and_then_open(fault: FaultInjector | None) -> list[object]:

@@ -71,17 +71,35 @@ def test_half_written_uploads_and_unlisted_files_are_dropped(tmp_path: Path) -> 
     assert st.dataset_names() == ["d"] and st.verify_all() == 2
 
 
-def test_results_commit_as_a_whole(tmp_path: Path) -> None:
+def test_results_commit_as_a_whole_in_their_analysts_namespace(tmp_path: Path) -> None:
     st = Storage(tmp_path)
     st.open()
-    staged, files = st.stage_result({"reduced": np.ones((2, 3, 2), np.uint64),
-                                     "exponents": np.zeros((2, 2), np.uint64)})
-    st.commit_result({"name": "r", "files": files}, staged)
-    man, arrays = st.load_result("r")
-    assert arrays["reduced"].shape == (2, 3, 2) and st.result_names() == ["r"]
+    for owner in ("ann", "bea"):  # one name, two analysts: two results
+        staged, files = st.stage_result({"reduced": np.ones((2, 3, 2), np.uint64),
+                                         "exponents": np.zeros((2, 2), np.uint64)})
+        st.commit_result({"name": "r", "owner": owner, "files": files}, staged)
+    man, arrays = st.load_result("ann", "r")
+    assert arrays["reduced"].shape == (2, 3, 2) and man["owner"] == "ann"
+    assert st.result_keys() == [("ann", "r"), ("bea", "r")] and st.result("ann", "x") is None
     staged, files = st.stage_result({"reduced": np.ones(1, np.uint64)})
     with pytest.raises(StorageError, match="exists"):
-        st.commit_result({"name": "r", "files": files}, staged)
+        st.commit_result({"name": "r", "owner": "ann", "files": files}, staged)
+    assert st.verify_all() == 4
+    st.close()
+
+
+def test_a_result_without_an_analyst_is_kept_but_not_served(tmp_path: Path) -> None:
+    """Stored by a version without per-analyst names: nobody may read it any more."""
+    st = Storage(tmp_path)
+    st.open()
+    legacy = st.results / "old"
+    legacy.mkdir()
+    (legacy / "manifest.json").write_text('{"name": "old", "files": {}}')
+    st.close()
+    st = Storage(tmp_path)
+    st.open()
+    assert (legacy / "manifest.json").is_file() and st.result_keys() == []
+    st.close()
 
 
 def test_one_server_per_data_folder(tmp_path: Path) -> None:

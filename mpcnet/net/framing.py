@@ -30,6 +30,7 @@ import msgpack
 import numpy as np
 
 from mpcnet.errors import HandshakeError, PeerError
+from mpcnet.identity import Identity, identity_of
 
 PREFIX = struct.Struct("!4sIQ")
 MAGIC = b"MPC1"
@@ -217,32 +218,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
         connection that has not said who it is cannot make it allocate a large buffer)."""
         self._decoder.max_body = max_body
 
-    def cert_names(self) -> list[str]:
-        """Common name and DNS subject-alternative names of the peer's certificate."""
-        assert self.transport is not None
-        cert = self.transport.get_extra_info("peercert") or {}
-        names = [v for rdn in cert.get("subject", ()) for (k, v) in rdn if k == "commonName"]
-        names += [v for (k, v) in cert.get("subjectAltName", ()) if k == "DNS"]
-        return names
-
-    def cert_serves(self) -> bool:
-        """Whether the peer's certificate may act as a TLS server (extended key usage
-        serverAuth, or no usage restriction). ``mpc-certs`` gives it to servers only, so a
-        client's certificate cannot pass for a server even if its name were a server's."""
+    def peer_identity(self) -> Identity:
+        """Whom the peer's certificate names (``mpcnet.identity``); ``HandshakeError`` if it
+        names nobody in one way."""
         from cryptography import x509
-        from cryptography.x509.oid import ExtendedKeyUsageOID
 
         assert self.transport is not None
         obj = self.transport.get_extra_info("ssl_object")
         der = obj.getpeercert(binary_form=True) if obj is not None else None
         if not der:
-            return False
-        try:
-            usage = x509.load_der_x509_certificate(der).extensions.get_extension_for_class(
-                x509.ExtendedKeyUsage).value
-        except x509.ExtensionNotFound:
-            return True
-        return ExtendedKeyUsageOID.SERVER_AUTH in usage
+            raise HandshakeError(f"{self.label} presented no certificate")
+        return identity_of(x509.load_der_x509_certificate(der))
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -18,15 +18,15 @@ import numpy as np
 U64 = np.uint64
 
 KINDS: dict[str, tuple[str, ...]] = {
-    # [F4] joint message passing, openings and the batched digests
-    "active4": ("jmp-value", "jmp-hash", "open-value", "open-hash", "verify-hash",
-                "input-hash", "key-confirm"),
+    # [F4] joint message passing, openings, the input check and key confirmation
+    "active4": ("jmp-value", "jmp-hash", "open-value", "open-hash", "input-hash",
+                "key-confirm"),
     # SPDZ-wise 3PC: products (value and MAC), circuit ANDs, triple generation, the MAC
     # check's sums and its alpha w product, the coin, openings inside the checks, the values
     # the zero tests claim (before hashing), user openings and the final digests
     "active3": ("product", "and", "triple", "mac-sum", "coin", "mac-product", "check-open",
-                "and-claim", "mac-claim", "open-value", "open-hash", "and-hash", "mac-hash",
-                "input-hash"),
+                "check-open-hash", "and-claim", "mac-claim", "open-value", "open-hash",
+                "and-hash", "mac-hash", "input-hash"),
 }
 
 
@@ -63,5 +63,7 @@ class FaultInjector:
         return out.reshape(payload.shape)
 
     def observe(self, party: int, event: str, value: object) -> None:
-        """What party ``party`` learns during a check (``"coin"``: the seed; ``"mac-coefficients"``:
-        (entry, start, its components)); fixed faults ignore it."""
+        """What party ``party`` learns during a check: ``"coin"`` (the seed),
+        ``"mac-coefficients"`` ((entry, start, its components)), ``"received"`` ((kind, peer,
+        payload) of every message of the checks' rounds and of openings); fixed faults ignore
+        it."""

@@ -12,13 +12,13 @@ by one holder and vouched for by another.
 
 Joint message passing [F4: Pi_jmp]. When parties i and j both know m and k must learn it, i
 sends m and j only feeds m into a running SHA-256 state for the link j -> k; k feeds what it
-received into its copy of that state. With ``check="round"`` (the default) the voucher appends
-the 32-byte digest to its message of the same round, so k compares before it sends anything
-else: a tampered value never influences a later message or an opening, at no extra round and
-32 bytes per link per round. With ``check="batch"`` the states accumulate and are compared in
-one round at ``verify()``, which ``open`` runs first whenever a check is pending (an opening of
-a value derived from an unverified message could leak through a selective failure). A mismatch
-raises ``CheatingDetected("joint-message hash")``.
+received into its copy of that state. The voucher appends the 32-byte digest to its message of
+the same round, so k compares before it sends anything else: a tampered value never reaches a
+later message, a digest or an opening, at no extra round and 32 bytes per link per round. A
+mismatch raises ``CheatingDetected("joint-message hash")``. (Comparing the digests only once,
+before the first opening, would be cheaper but is not private: a digest an honest party sends
+over values that a tampered message has already changed can tell the cheater secret bits, by
+brute force over the few candidates its change allows.)
 
 Joint sharing [F4: Pi_inp with two input parties]. Parties i and j share a value m they both
 know with the other two, g and h: component x_g is r from the PRF key of {i, j, h} (everyone
@@ -66,7 +66,6 @@ from mpcnet.schemes.replicated import (
 
 U64 = np.uint64
 N_PARTIES = 4
-CHECK_MODES = ("round", "batch")
 FAULT_KINDS = KINDS["active4"]
 
 
@@ -196,14 +195,11 @@ class Rep4(Scheme):
     n_parties = 4
     lead = 1  # data[k] = x_{(p+1+k) mod 4}, k = 0, 1, 2
 
-    def __init__(self, engine: RoundEngine, prfs: dict[int, PRF], check: str = "round",
+    def __init__(self, engine: RoundEngine, prfs: dict[int, PRF],
                  fault: FaultInjector | None = None) -> None:
         if engine.n_parties != N_PARTIES:
             raise ValueError(f"active4 needs exactly 4 parties, the engine has {engine.n_parties}")
-        if check not in CHECK_MODES:
-            raise ValueError(f"check must be one of {CHECK_MODES}, got {check!r}")
         self.engine = engine
-        self.check = check
         self._prf = prfs  # component c -> PRF of K_c (everyone but c)
         self._fault = fault
         me = engine.party
@@ -212,7 +208,6 @@ class Rep4(Scheme):
         self._in = {q: self._link_hash(q, me) for q in engine.peers}
         # Symmetric per-pair states over the input components both parties hold.
         self._inputs = {q: self._pair_hash(me, q) for q in engine.peers}
-        self._pending_jmp = False
         self._pending_input = False
         # Static roles of this party in a multiplication round (see _JMPS).
         self._incoming = [j for j in _JMPS if j.receiver == me]
@@ -222,10 +217,9 @@ class Rep4(Scheme):
         self._value_to = sorted({j.receiver for j in _JMPS if j.sender == me})
 
     @classmethod
-    async def setup(cls, engine: RoundEngine, check: str = "round",
-                    fault: FaultInjector | None = None) -> Rep4:
+    async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Rep4:
         """Agree the triple keys (two rounds) and build the scheme for this party."""
-        return cls(engine, await triple_prfs(engine, fault), check, fault)
+        return cls(engine, await triple_prfs(engine, fault), fault)
 
     # -- helpers ---------------------------------------------------------------------------
     @staticmethod
@@ -263,11 +257,6 @@ class Rep4(Scheme):
             return np.bitwise_xor, np.bitwise_xor
         return np.add, np.subtract
 
-    @property
-    def pending(self) -> bool:
-        """Whether some joint message or input is not yet checked."""
-        return self._pending_jmp or self._pending_input
-
     # -- joint sharing of cross terms [F4: Pi_inp, Pi_mult] ----------------------------------
     async def _reshare(self, diag: np.ndarray, cross: dict[frozenset[int], np.ndarray],
                        binary: bool) -> np.ndarray:
@@ -287,12 +276,11 @@ class Rep4(Scheme):
         def size(jmp: _Jmp) -> int:
             return len(range(n)[jmp.span(n)])
 
-        digest = self.check == "round"
         out_sizes = {q: sum(size(j) for j in _JMPS if j.sender == me and j.receiver == q)
-                     + (DIGEST_WORDS if digest and q in self._vouch_to else 0)
+                     + (DIGEST_WORDS if q in self._vouch_to else 0)
                      for q in self.engine.peers}
         # Static message pattern (the same for every n, so an empty batch still matches).
-        targets = set(self._value_to) | (set(self._vouch_to) if digest else set())
+        targets = set(self._value_to) | set(self._vouch_to)
         sends = {q: np.empty(out_sizes[q], dtype=U64) for q in sorted(targets)}
         filled = dict.fromkeys(sends, 0)
         for jmp in _JMPS:
@@ -317,16 +305,15 @@ class Rep4(Scheme):
         for q, buf in sends.items():
             if self._fault is not None and filled[q]:
                 buf[:filled[q]] = self._tamper("jmp-value", q, buf[:filled[q]])
-            if digest and q in self._vouch_to:
+            if q in self._vouch_to:
                 buf[filled[q]:] = self._tamper("jmp-hash", q, digest_words(self._out[q]))
                 self._out[q] = self._link_hash(me, q)
-        # What each source owes me: the values it sends, then (round mode) its digest.
+        # What each source owes me: the values it sends, then its digest.
         expected = dict.fromkeys(self._value_from, 0)
         for jmp in self._incoming:
             expected[jmp.sender] += size(jmp)
-        if digest:
-            for q in self._vouch_from:
-                expected[q] = expected.get(q, 0) + DIGEST_WORDS
+        for q in self._vouch_from:
+            expected[q] = expected.get(q, 0) + DIGEST_WORDS
         got = await self.engine.exchange(sends, sorted(expected))
         got = {q: checked_words(got[q], k, "joint-message hash", me, q)
                for q, k in expected.items()}
@@ -338,9 +325,6 @@ class Rep4(Scheme):
             zh = z[self._slot(jmp.other), span]
             plus(zh, w, out=zh)
             self._in[jmp.hasher].update(np.ascontiguousarray(w).data)
-        if not digest:
-            self._pending_jmp = True
-            return z
         for q in self._vouch_from:
             if not np.array_equal(got[q][offsets[q]:], digest_words(self._in[q])):
                 raise CheatingDetected("joint-message hash",
@@ -394,8 +378,7 @@ class Rep4(Scheme):
 
     async def _open(self, x: Shared, binary: bool) -> np.ndarray:
         """[F4: reconstruction]: x_p from party p+1, its digest from party p+2; checks first."""
-        if self.pending:
-            await self.verify()
+        await self.verify()
         me = self.party
         data = np.ascontiguousarray(x.data, dtype=U64)
         to_value = (me - _OPEN_SENDER) % 4  # I send my copy of its missing component
@@ -488,27 +471,19 @@ class Rep4(Scheme):
         self._pending_input = True
 
     async def verify(self) -> None:
-        """Compare every pending joint-message and input digest with each peer (one round,
-        64 bytes per peer; nothing to do when no check is pending)."""
-        if not self.pending:
+        """Compare the input digest with each peer (one round, 32 bytes per peer; nothing to do
+        when no input is pending). Joint messages need nothing here: each one was compared in
+        its own round."""
+        if not self._pending_input:
             return
         me = self.party
-        sends = {}
-        for q in self.engine.peers:
-            jmp = self._tamper("verify-hash", q, digest_words(self._out[q]))
-            inp = self._tamper("input-hash", q, digest_words(self._inputs[q]))
-            sends[q] = np.concatenate([jmp, inp])
+        sends = {q: self._tamper("input-hash", q, digest_words(self._inputs[q]))
+                 for q in self.engine.peers}
         got = await self.engine.exchange(sends, self.engine.peers)
         for q in self.engine.peers:
-            buf = checked_words(got[q], 2 * DIGEST_WORDS, "joint-message hash", me, q)
-            if not np.array_equal(buf[:DIGEST_WORDS], digest_words(self._in[q])):
-                raise CheatingDetected("joint-message hash",
-                                       f"party {me}: messages vouched for by party {q} differ "
-                                       "from what their co-senders sent")
-            if not np.array_equal(buf[DIGEST_WORDS:], digest_words(self._inputs[q])):
+            buf = checked_words(got[q], DIGEST_WORDS, "input consistency", me, q)
+            if not np.array_equal(buf, digest_words(self._inputs[q])):
                 raise CheatingDetected("input consistency",
                                        f"party {me}: input shares held with party {q} differ")
-        self._out = {q: self._link_hash(me, q) for q in self.engine.peers}
-        self._in = {q: self._link_hash(q, me) for q in self.engine.peers}
         self._inputs = {q: self._pair_hash(me, q) for q in self.engine.peers}
-        self._pending_jmp = self._pending_input = False
+        self._pending_input = False

@@ -63,8 +63,11 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
 - Openings: ``verify`` first, so nothing derived from an unchecked value leaves; then one
   round in which each party gets its missing component from one holder and a digest of it
   from the other. Only the low 64 bits are opened, so the upper bits of Z_2^128 never leak.
-  The openings inside the checks (cut triples, x ^ a, y ^ b) are vouched for the same way in
-  the last round, before any outcome is decided.
+  The openings inside the AND check (cut triples, x ^ a, y ^ b) are opened the same way, each
+  component vouched for in its own round before anything uses it: a zero test's claim computed
+  from a word the cheater changed would otherwise tell it, through the claim's digest, bits of
+  a triple it lacks (and so of the AND's secret inputs), by brute force over the few
+  candidates its change allows.
 - Inputs: clients share 64-bit values as for passive3 (``rep3.share``); ``note_input`` hashes
   the components each pair of servers holds in common, compared in ``verify``; the MACs come
   from one product with alpha.
@@ -74,7 +77,8 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
 - Zero tests (AND, MAC): each party claims the sum of its two components of t to the next
   party, which holds the third; a digest of each claim travels in the last round. The two
   honest parties compare their own copies, so a cheater's claim cannot make a non-zero t
-  pass, and the claims reveal only t, which is zero or independent of the data (above).
+  pass, and the claims reveal only t, which is zero or independent of the data (above): every
+  value a claim is computed from was reshared, opened with its digest checked, or is local.
 
 ``verify`` takes four rounds: triples with the MAC sums, coin with alpha w, the openings of
 the AND check, digests.
@@ -103,13 +107,12 @@ U64 = np.uint64
 VALUE, MAC = 0, 1
 SIGMA = 40  # statistical security (bits) of the AND check
 _CHUNK = 1 << 13  # elements per piece of the MAC combination
-CHECKS = ("open consistency", "AND", "MAC", "input consistency")
+CHECKS = ("AND", "MAC", "input consistency")  # compared by digest in the last round
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
 _Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
 _Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
 _CHECK_OF = {"product": "MAC", "and": "AND"}  # the check a malformed message of a kind fails
-_HASH_KIND = {"open consistency": "open-hash", "AND": "and-hash",
-              "MAC": "mac-hash", "input consistency": "input-hash"}
+_HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash", "input consistency": "input-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
 _Part = tuple[str, np.ndarray]  # (message kind, array) in a message of several parts
 
@@ -214,8 +217,9 @@ class Spdz3(Rep3):
         for source, parts in expect:
             buf = self._received(got, source, sum(a.size for _, a in parts), check)
             pieces, start = [], 0
-            for _, a in parts:
+            for kind, a in parts:
                 pieces.append(buf[start:start + a.size].reshape(a.shape))
+                self._observe("received", (kind, source, pieces[-1]))
                 start += a.size
             out.append(pieces)
         by_source = dict(zip([source for source, _ in expect], out, strict=True))
@@ -348,17 +352,22 @@ class Spdz3(Rep3):
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(await self._authenticate(self._random128(shape)), 3)
 
-    async def _open_words(self, data: np.ndarray, binary: bool) -> np.ndarray:
+    async def _open_words(self, data: np.ndarray, binary: bool, kind: str = "open-value"
+                          ) -> np.ndarray:
         """Checked opening of a rep3 sharing of words (slot, ...): the missing component from
-        the next party, its digest from the previous one, in one round."""
+        the next party, its digest from the previous one, compared in the same round before
+        anything uses it (the messages pass the fault hook as ``kind`` and ``kind``-hash)."""
         data = np.ascontiguousarray(data)
         vouch = digest_words(hashlib.sha256(data[0].tobytes()))
+        hash_kind = "open-hash" if kind == "open-value" else f"{kind}-hash"
         got = await self.engine.exchange(
-            {self.prev_party: self._outgoing("open-value", self.prev_party, data[1]),
-             self.next_party: self._outgoing("open-hash", self.next_party, vouch)},
+            {self.prev_party: self._outgoing(kind, self.prev_party, data[1]),
+             self.next_party: self._outgoing(hash_kind, self.next_party, vouch)},
             [self.prev_party, self.next_party])
         missing = self._received(got, self.next_party, data[0].size, "open consistency")
         digest = self._received(got, self.prev_party, DIGEST_WORDS, "open consistency")
+        self._observe("received", (kind, self.next_party, missing))
+        self._observe("received", (hash_kind, self.prev_party, digest))
         if not np.array_equal(digest, digest_words(hashlib.sha256(missing.tobytes()))):
             raise CheatingDetected("open consistency",
                                    f"party {self.party}: the value from party {self.next_party} "
@@ -506,13 +515,12 @@ class Spdz3(Rep3):
         return seed
 
     async def _check_ands(self, ands: list[_And], triples: _Triples, seed: bytes) -> None:
-        """Round 3: open the cut triples and x ^ a, y ^ b of every match (the other holder
-        vouches for each opened component in round 4), then queue the zero tests."""
+        """Round 3: open the cut triples and x ^ a, y ^ b of every match, each component
+        vouched for by its other holder in the same round before it is used (a zero test's
+        claim computed from an unvouched word would tell the cheater triple bits through its
+        digest), then queue the zero tests."""
         to_open, finish = self._and_openings(ands, triples, seed)
-        got, _ = await self._ring_round([("check-open", to_open[1])], [], "AND")
-        self._claim["open consistency"].update(to_open[0].data)
-        self._expect["open consistency"].update(np.ascontiguousarray(got[0]).data)
-        finish(to_open[0] ^ to_open[1] ^ got[0])
+        finish(await self._open_words(to_open, binary=True, kind="check-open"))
 
     def _and_openings(self, ands: list[_And], triples: _Triples, seed: bytes
                       ) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
@@ -577,6 +585,7 @@ class Spdz3(Rep3):
                                                digest_words(self._claim[c])) for c in CHECKS])
         got = await self.engine.exchange({self.next_party: sends}, [self.prev_party])
         buf = self._received(got, self.prev_party, sends.size, "open consistency")
+        self._observe("received", ("digests", self.prev_party, buf))
         expected = {c: digest_words(self._expect[c]) for c in CHECKS}
         self._reset_digests()
         for i, check in enumerate(CHECKS):
