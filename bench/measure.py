@@ -194,7 +194,8 @@ async def _select(dep: Any, dataset: str, k: int, security: str, n: int) -> dict
 
 async def _check(dep: Any, dataset: str, k: int, shape: Shape) -> dict[str, Any]:
     """Fetch and reconstruct D' as the analyst; compare it with the plaintext selection."""
-    from client.session import Client, reconstruct
+    from client.results import reconstruct
+    from client.session import Client
 
     analyst, owner = Client(dep, ANALYST), Client(dep, OWNER)
     try:

@@ -51,7 +51,8 @@ def plaintext_reference(table: Any, exponents: np.ndarray, classes: list[str], k
 
 
 async def _drive(cluster: Any, name: str, k: int, security: str, out: Any) -> dict[str, Any]:
-    from client.session import Client, reconstruct
+    from client.results import reconstruct
+    from client.session import Client
     from mpcnet.dataset import BUNDLED, read_bundled
 
     spec = BUNDLED[name]

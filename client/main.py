@@ -129,7 +129,8 @@ class _Progress:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from client.session import Client, reconstruct, write_csv
+    from client.results import reconstruct, write_csv
+    from client.session import Client
 
     dep = config.load(args.config)
     cl = Client(dep, args.identity)

@@ -26,13 +26,18 @@ class HandshakeError(PeerError):
 
 
 class CheatingDetected(MPCError):
-    """An active-security check failed: some server deviated from the protocol."""
+    """An active-security check failed: some server deviated from the protocol. ``message``
+    replaces the standard text (an error relayed from another server keeps its words)."""
 
-    def __init__(self, check: str, detail: str = "") -> None:
+    def __init__(self, check: str, detail: str = "", *, message: str | None = None) -> None:
         self.check = check
         suffix = f" ({detail})" if detail else ""
-        super().__init__(f"cheating detected: {check} check failed{suffix}")
+        super().__init__(message or f"cheating detected: {check} check failed{suffix}")
 
 
 class AccessDenied(MPCError):
     """A client asked for something its role does not allow."""
+
+
+class StorageError(MPCError):
+    """A stored file is missing, damaged or the data folder is unusable."""

@@ -145,8 +145,8 @@ class SignedRequest:
         """The request, once it checks: its certificate was issued by the deployment's CA, is
         valid now and is the client certificate of an analyst of the deployment (one identity
         rule for every certificate, ``mpcnet.identity``), the analysts it shares with are
-        analysts, the signature verifies, and it is within its validity (``now``, default the
-        clock, with ``CLOCK_SKEW`` of tolerance). ``AccessDenied`` saying which failed
+        analysts, the signature verifies, and it is within its validity, all as of ``now``
+        (default: the clock; with ``CLOCK_SKEW`` of tolerance). ``AccessDenied`` saying which failed
         otherwise."""
         r = self.request
         try:
@@ -155,7 +155,8 @@ class SignedRequest:
         except (ValueError, TypeError, InvalidSignature):
             raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not one "
                                "the deployment's CA issued") from None
-        moment = dt.datetime.now(dt.UTC)
+        now = time.time() if now is None else now
+        moment = dt.datetime.fromtimestamp(now, dt.UTC)
         if not cert.not_valid_before_utc <= moment <= cert.not_valid_after_utc:
             raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not valid "
                                "now (expired?)")
@@ -183,7 +184,6 @@ class SignedRequest:
         except InvalidSignature:
             raise AccessDenied(f"the job request's signature by {r.analyst!r} does not verify: "
                                "it was changed or made without the analyst's key") from None
-        now = time.time() if now is None else now
         if not r.issued <= r.expires <= r.issued + MAX_VALIDITY:
             raise AccessDenied("the job request's validity is malformed")
         if r.issued > now + CLOCK_SKEW:

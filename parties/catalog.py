@@ -85,8 +85,9 @@ def entry(meta: Meta, owner: str) -> dict[str, Any]:
     check_meta(meta)
     return {"dataset": meta["dataset"], "id": meta["id"], "owner": owner, "rows": meta["rows"],
             "columns": list(meta["columns"]), "exponents": list(meta["exponents"]),
-            "categories": dict(meta["categories"]), "label": meta["label"],
-            "classes": meta["classes"], "layout": meta["layout"], "sharing": meta["sharing"],
+            "categories": dict(meta["categories"]), "label": meta.get("label"),
+            "classes": meta.get("classes"), "layout": meta["layout"],
+            "sharing": meta.get("sharing"),
             "files": {}}
 
 

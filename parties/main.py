@@ -21,6 +21,7 @@ from pathlib import Path
 from mpcnet import config
 from mpcnet.errors import MPCError
 from mpcnet.net.tls import run
+from parties.server import PartyServer
 
 
 def setup_logging(name: str, level: str) -> None:
@@ -30,10 +31,9 @@ def setup_logging(name: str, level: str) -> None:
         format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s", force=True)
 
 
-async def serve(dep: config.Deployment, name: str, ready_file: Path | None = None) -> None:
-    from parties.server import PartyServer
-
-    server = PartyServer(dep, name)
+async def serve(dep: config.Deployment, name: str, ready_file: Path | None = None,
+                server_class: type[PartyServer] = PartyServer) -> None:
+    server = server_class(dep, name)
     await server.start()
     if ready_file is not None:  # lets scripts and benchmarks wait for the listener
         ready_file.write_text(str(dep.server(name).port))
@@ -45,7 +45,8 @@ async def serve(dep: config.Deployment, name: str, ready_file: Path | None = Non
     await server.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyServer) -> int:
+    """``mpc-party``; ``server_class`` is what runs (tests pass a cheating one)."""
     parser = argparse.ArgumentParser(prog="mpc-party", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, type=Path, help="deployment TOML file")
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         dep.server(args.name)
         setup_logging(args.name, args.log_level or dep.log_level)
         os.umask(0o077)  # whatever this process creates is for its own user only (shares)
-        run(serve(dep, args.name, args.ready_file))
+        run(serve(dep, args.name, args.ready_file, server_class))
     except MPCError as exc:
         print(f"mpc-party {args.name}: {exc}", file=sys.stderr)
         return 2

@@ -39,16 +39,12 @@ from typing import Any
 import numpy as np
 
 from mpcnet.config import NAME_RE
-from mpcnet.errors import MPCError
+from mpcnet.errors import StorageError
 
 log = logging.getLogger("mpcnet.storage")
 
 DIR_MODE = 0o700   # data folders: this server's user only
 FILE_MODE = 0o600  # share files, manifests, job records, the lock file
-
-
-class StorageError(MPCError):
-    """A stored file is missing, damaged or the data folder is unusable."""
 
 
 def inside(base: Path, name: object, what: str) -> Path:
@@ -134,6 +130,7 @@ class Storage:
         self.results = root / "results"
         self.jobs = root / "jobs"
         self._lock: Any = None
+        self._results: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- start -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -154,6 +151,10 @@ class Storage:
         self.staging.mkdir(mode=DIR_MODE)
         for folder in self._stored_folders():
             self._tidy(folder)
+        # results are answered from memory: a listing or a refused fetch touches no file of
+        # a result the client may not read (so its timing tells nothing of others' results)
+        self._results = {(d.parent.name, d.name): self._read(d / "manifest.json")
+                         for d in self._stored_folders() if d.parent.parent == self.results}
 
     def _stored_folders(self) -> list[Path]:
         """Every dataset folder and every result folder (results/<analyst>/<name>). A result
@@ -301,12 +302,12 @@ class Storage:
 
     def result_keys(self) -> list[tuple[str, str]]:
         """(analyst, name) of every stored result."""
-        return sorted((d.parent.name, d.name) for d in self.results.glob("*/*")
-                      if (d / "manifest.json").is_file())
+        return sorted(self._results)
 
     def result(self, owner: str, name: str) -> dict[str, Any] | None:
-        path = self._result_folder(owner, name) / "manifest.json"
-        return self._read(path) if path.is_file() else None
+        """The manifest of a stored result (not to be changed), or None."""
+        self._result_folder(owner, name)  # refuses a name that is no plain name
+        return self._results.get((owner, name))
 
     def stage_result(self, arrays: dict[str, np.ndarray]) -> tuple[Path, dict[str, Any]]:
         staged = self.stage("result")
@@ -325,6 +326,7 @@ class Storage:
         os.replace(staged, target)
         _fsync_dir(target.parent)
         _fsync_dir(self.results)
+        self._results[(manifest["owner"], manifest["name"])] = manifest
 
     def load_result(self, owner: str, name: str
                     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

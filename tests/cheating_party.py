@@ -2,8 +2,8 @@
 
 Layer: tests. It is never installed (``tests/`` is outside the distribution) and nothing under
 ``mpcnet/``, ``parties/`` or ``client/`` reads a fault setting, so a deployment cannot enable
-it: only starting this file instead of ``mpc-party`` does. It patches four seams of the normal
-server, then runs ``parties.main.main`` unchanged::
+it: only starting this file instead of ``mpc-party`` does. It runs ``parties.main.main`` with
+its own server class, which runs jobs on its own ``parties.runner.Runtime``::
 
     python tests/cheating_party.py --config deploy.toml --name bob --fault jmp-value:add:at=3
     python tests/cheating_party.py --config deploy.toml --name bob \\
@@ -26,10 +26,10 @@ which this server sends a message of KIND in the job, ``peer`` is a party index.
   analyst's signed request. Actions: ``downgrade`` (passive3 in the job, the request intact),
   ``downgrade-signed`` (passive3 in the request too, so its signature breaks), ``k`` (k + 1),
   ``dataset`` (another dataset name), ``replay`` (the request of its job before, even one the
-  members refused),
-  ``forge`` (the request signed again with the coordinator's own key), ``unsigned`` (no
-  request), ``unrequested`` (first a job nobody asked for, signed with its own key in the
-  analyst's name; then the real job, honestly) and ``fake-done`` (no job at all, reported done).
+  members refused), ``forge`` (the request signed again with the coordinator's own key),
+  ``unsigned`` (no request), ``unrequested`` (first a job nobody asked for, signed with its
+  own key in the analyst's name; then the real job, honestly) and ``fake-done`` (no job at
+  all, reported done).
 
 Actions: ``add`` (a wrong value or digest: +1 on the first word of every message of KIND in
 that round), ``split`` (the same, on the message to one peer only: ``peer`` or the first one,
@@ -37,13 +37,13 @@ so peers get different values), ``drop`` (nothing at all: the server stays silen
 message on, holding its connections open), ``short`` (a well-formed frame one word short) and
 ``garbage`` (bytes that are no frame). Input kinds take ``add`` only.
 
-Seams: ``parties.server.TLSChannel`` (a subclass that drops, shortens or garbles a frame), the
-``active3`` and ``active4`` registry entries (a scheme whose ``setup`` passes the
-``FaultInjector`` hook), ``Storage.load_dataset``, ``PartyServer._execute`` (loads the
-fault for the job, and appends one JSON line per job to ``--report``: the spec, how many
-messages it changed, and per message kind the rounds and the most peers in one round, so tests
-can aim at the last round) and ``PartyServer._lead`` (the coordinator's ``job-spec`` faults).
-Logs name the fault and where it fired, never a value.
+What it injects: the runtime's channel (``CheatingChannel``: drops, shortens or garbles a
+frame), scheme (the setting's scheme, whose ``setup`` passes the ``FaultInjector`` hook) and
+input shares (perturbed); the server class loads the fault for each job and appends one JSON
+line per job to ``--report`` (the spec, how many messages it changed, and per message kind the
+rounds and the most peers in one round, so tests can aim at the last round), and as the
+coordinator carries out the ``job-spec`` faults. Logs name the fault and where it fired, never
+a value.
 """
 
 from __future__ import annotations
@@ -65,14 +65,21 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from mpcnet.config import Deployment  # noqa: E402
 from mpcnet.errors import MPCError  # noqa: E402
 from mpcnet.jobrequest import JobRequest, SignedRequest  # noqa: E402
+from mpcnet.net import wire  # noqa: E402
 from mpcnet.net.engine import RoundEngine  # noqa: E402
 from mpcnet.net.framing import FrameProtocol  # noqa: E402
 from mpcnet.net.tls import TLSChannel  # noqa: E402
+from mpcnet.schemes import registry  # noqa: E402
 from mpcnet.schemes.base import Scheme  # noqa: E402
 from mpcnet.schemes.faults import KINDS as FAULT_KINDS  # noqa: E402
 from mpcnet.schemes.faults import FaultInjector  # noqa: E402
+from parties.jobs import Job  # noqa: E402
+from parties.main import main as party_main  # noqa: E402
+from parties.runner import Runtime, Shares  # noqa: E402
+from parties.server import PartyServer  # noqa: E402
 
 log = logging.getLogger("mpcnet.cheater")
 
@@ -260,102 +267,101 @@ class _SchemeHook(FaultInjector):
         return self.job.message(kind, peer, self.job.engine.rounds, payload)
 
 
-def cheating(scheme: type[Scheme]) -> type[Scheme]:
-    """``scheme`` with a setup that passes the harness hook when a job has a fault."""
+def _cheating_scheme(security: str) -> type[Scheme]:
+    """The setting's scheme, with a setup that passes the harness hook when a job has a
+    fault."""
+    base = registry.get(security).scheme
 
-    class Cheating(scheme):  # type: ignore[valid-type, misc]
+    class Cheating(base):  # type: ignore[valid-type, misc]
         @classmethod
-        async def setup(cls, engine: RoundEngine, **options: Any) -> Scheme:
+        async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None
+                        ) -> Scheme:
             job = CURRENT.get()
-            if job is not None and options.get("fault") is None:
+            if job is not None and fault is None:
                 job.engine = engine
-                options["fault"] = _SchemeHook(job)
-            return await super().setup(engine, **options)  # type: ignore[no-any-return]
+                fault = _SchemeHook(job)
+            return await super().setup(engine, fault)  # type: ignore[no-any-return]
 
     return Cheating
 
 
-def install(spec: FaultSpec | None, fault_file: Path | None, report: Path | None) -> None:
-    """Patch the server's seams (in this process only)."""
-    from mpcnet.schemes import registry
-    from parties import server
-    from parties.storage import Storage
+def _perturbed(data: np.ndarray, labels: np.ndarray | None) -> Shares:
+    """The server's own input shares, as the job's fault wants them."""
+    job = CURRENT.get()
+    if job is None:
+        return data, labels
+    return (job.perturb_input("data-share", data),
+            None if labels is None else job.perturb_input("label-share", labels))
+
+
+RUNTIME = Runtime(channel=CheatingChannel, scheme=_cheating_scheme, inputs=_perturbed)
+
+
+def cheating_server(spec: FaultSpec | None, fault_file: Path | None,
+                    report: Path | None) -> type[PartyServer]:
+    """A ``PartyServer`` that runs jobs on ``RUNTIME`` with the fault of the moment (the
+    spec, or what ``fault_file`` holds at the start of the job) and reports each job."""
 
     def current_spec() -> FaultSpec | None:
         if fault_file is None:
             return spec
         return FaultSpec.parse(fault_file.read_text()) if fault_file.exists() else None
 
-    server.TLSChannel = CheatingChannel  # type: ignore[misc]
-    for name in FAULT_KINDS:
-        registry.SCHEMES[name] = dataclasses.replace(
-            registry.SCHEMES[name], scheme=cheating(registry.SCHEMES[name].scheme))
-    load_dataset = Storage.load_dataset
+    def write_report(fault: JobFault, job: Job) -> None:
+        if report is not None:
+            line = dict(fault.report(), job=job.id, state=job.state, time=time.time())
+            with open(report, "a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
 
-    def cheating_load(self: Storage, name: str) -> Any:
-        manifest, data, labels = load_dataset(self, name)
-        job = CURRENT.get()
-        if job is not None:
-            data = job.perturb_input("data-share", data)
-            if labels is not None:
-                labels = job.perturb_input("label-share", labels)
-        return manifest, data, labels
+    class CheatingServer(PartyServer):
+        def __init__(self, dep: Deployment, name: str) -> None:
+            super().__init__(dep, name, RUNTIME)
+            self.tampered: dict[str, Any] = {}
 
-    Storage.load_dataset = cheating_load  # type: ignore[method-assign]
-    execute = server.PartyServer._execute
+        async def run(self, job: Job, conns: dict[int, FrameProtocol]) -> None:
+            fault = JobFault(current_spec())
+            if fault.spec is not None:
+                log.warning("job %s runs with fault %s", job.id, fault.spec)
+            token = CURRENT.set(fault)
+            try:
+                await super().run(job, conns)
+            finally:
+                CURRENT.reset(token)
+                write_report(fault, job)
 
-    async def cheating_execute(self: server.PartyServer, job: server.Job,
-                               conns: dict[int, FrameProtocol]) -> None:
-        fault = JobFault(current_spec())
-        if fault.spec is not None:
-            log.warning("job %s runs with fault %s", job.id, fault.spec)
-        token = CURRENT.set(fault)
-        try:
-            await execute(self, job, conns)
-        finally:
-            CURRENT.reset(token)
-            if report is not None:
-                line = dict(fault.report(), job=job.id, state=job.state, time=time.time())
-                with open(report, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(line) + "\n")
+        def spec_of(self, job: Job) -> dict[str, Any]:
+            return self.tampered.pop(job.id, None) or super().spec_of(job)
 
-    server.PartyServer._execute = cheating_execute  # type: ignore[method-assign]
-    lead = server.PartyServer._lead
-
-    async def cheating_lead(self: server.PartyServer, job: server.Job) -> None:
-        spec = current_spec()
-        if spec is None or spec.kind != SPEC_KIND:
-            await lead(self, job)
-            return
-        fault = JobFault(spec)
-        fault._fire(SPEC_KIND, 0, None, spec.action)
-        try:
-            if spec.action == "fake-done":
-                job.state, job.started, job.finished = "done", time.time(), time.time()
-                self.storage.save_job(job.record())
-                job.ended.set()
+        async def lead(self, job: Job) -> None:
+            spec = current_spec()
+            if spec is None or spec.kind != SPEC_KIND:
+                await super().lead(job)
                 return
-            if spec.action == "unrequested":
-                await _unrequested_job(self, job)
-                await lead(self, job)
-                return
-            job.spec = _tampered_spec(self, job, spec.action)  # type: ignore[method-assign]
-            await lead(self, job)
-        finally:
-            if report is not None:
-                line = dict(fault.report(), job=job.id, state=job.state, time=time.time())
-                with open(report, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(line) + "\n")
+            fault = JobFault(spec)
+            fault._fire(SPEC_KIND, 0, None, spec.action)
+            try:
+                if spec.action == "fake-done":
+                    self.jobs.start(job)
+                    self.jobs.finish(job, None, None)
+                    self.ended(job.id).set()
+                    return
+                if spec.action == "unrequested":
+                    await _unrequested_job(self, job)
+                else:
+                    self.tampered[job.id] = _tampered_spec(self, job, spec.action)
+                await super().lead(job)
+            finally:
+                write_report(fault, job)
 
-    server.PartyServer._lead = cheating_lead  # type: ignore[method-assign]
+    return CheatingServer
 
 
-def _resigned(srv: Any, request: JobRequest) -> dict[str, Any]:
+def _resigned(srv: PartyServer, request: JobRequest) -> dict[str, Any]:
     """``request`` signed with the coordinator's own key and certificate."""
     return SignedRequest.sign(request, srv.me.key, srv.me.cert).to_wire()
 
 
-def _tampered_spec(srv: Any, job: Any, action: str) -> Any:
+def _tampered_spec(srv: PartyServer, job: Job, action: str) -> dict[str, Any]:
     """The job's specification as the cheating coordinator sends it to the members."""
     spec = job.spec()
     request = SignedRequest.from_wire(spec["request"]).request
@@ -369,7 +375,7 @@ def _tampered_spec(srv: Any, job: Any, action: str) -> Any:
     elif action == "dataset":
         spec["dataset"] = "another"
     elif action == "replay":  # the request of its job before this one, whatever became of it
-        earlier = max((j for j in srv.jobs.values() if j.request and j.id != job.id),
+        earlier = max((j for j in srv.jobs.jobs.values() if j.request and j.id != job.id),
                       key=lambda j: j.created)
         spec.update({k: getattr(earlier, k) for k in ("dataset", "k", "score", "security",
                                                       "result", "n_parties", "request")})
@@ -377,10 +383,10 @@ def _tampered_spec(srv: Any, job: Any, action: str) -> Any:
         spec["request"] = _resigned(srv, request)
     elif action == "unsigned":
         spec["request"] = {}
-    return lambda: spec
+    return spec
 
 
-async def _unrequested_job(srv: Any, job: Any) -> None:
+async def _unrequested_job(srv: PartyServer, job: Job) -> None:
     """Start, on every member, a job nobody asked for (it signs in the analyst's name)."""
     asked = SignedRequest.from_wire(job.request).request
     made_up = JobRequest.new(asked.analyst, asked.dataset, asked.k, asked.score, asked.security,
@@ -389,7 +395,7 @@ async def _unrequested_job(srv: Any, job: Any) -> None:
                 request=_resigned(srv, made_up))
     for peer in range(1, job.n_parties):
         try:
-            conn = await srv._dial_peer(peer, {"job": spec["id"], "spec": spec})
+            conn = await srv.mesh.dial(peer, wire.PeerHello(srv.name, spec["id"], spec))
             conn.close()
         except MPCError as exc:
             log.warning("the unrequested job was refused: %s", exc)
@@ -405,10 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="append one JSON line per job here")
     args, rest = parser.parse_known_args(argv)
     spec = FaultSpec.parse(args.fault)
-    install(spec, args.fault_file, args.report)
-    from parties.main import main as party_main
-
-    return party_main(rest)
+    return party_main(rest, cheating_server(spec, args.fault_file, args.report))
 
 
 if __name__ == "__main__":

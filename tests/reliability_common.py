@@ -12,6 +12,7 @@ import contextlib
 import csv
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -23,7 +24,8 @@ import numpy as np
 import pytest
 
 from client.local import CLIENTS, LocalCluster, write_config
-from client.session import Client, reconstruct
+from client.results import reconstruct
+from client.session import Client
 from mpcnet.net.tls import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,3 +271,30 @@ def wait_jobs_ended(cluster: LocalCluster, names: list[str], result: str,
             return recs
         assert time.monotonic() < deadline, f"job for {result} still not ended: {recs}"
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def four_servers_with_results(folder: Path, k: int) -> Iterator[FaultCluster]:
+    """Four servers (the reliability launcher, so a test can slow a dataset load), started
+    under a common umask (022), holding a 40 x 8 slice of LSVT shared for active4 (``base``)
+    and for passive3 (``p3``), and the analyst's result of each (``base-r``, ``p3-r``)."""
+    path = write_config(folder, 4, timeouts=TIMEOUTS | {"round_timeout": 10.0},
+                        clients=CLIENTS,
+                        extra_client_lines={"outsider": 'datasets = ["elsewhere"]'})
+    c = FaultCluster(folder, config_path=path)
+    with c:
+        old = os.umask(0o022)
+        try:
+            c.start()
+        finally:
+            os.umask(old)
+        csv_path = lsvt_slice(folder / "base.csv", slice(0, 40), list(range(8)))
+        ok(c.client("hospital-a", "share", str(csv_path), "--dataset", "base",
+                    "--label", "label"))  # active4, the default with four servers
+        ok(c.client("hospital-a", "share", str(csv_path), "--dataset", "p3",
+                    "--label", "label", "--security", "passive3"))
+        ok(c.client("analyst", "select", "--dataset", "base", "--k", str(k),
+                    "--result", "base-r"))
+        ok(c.client("analyst", "select", "--dataset", "p3", "--k", str(k),
+                    "--result", "p3-r", "--security", "passive3"))
+        yield c

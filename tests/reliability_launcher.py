@@ -68,20 +68,26 @@ async def exchange(self: RoundEngine, sends: Any, recv_from: Any) -> Any:
 
 
 def install() -> None:
-    from parties import server
+    """Wrap the seams the keys name, in this test process only."""
+    from parties.server import PartyServer
+    from parties.session import ClientSession
+    from parties.storage import Storage
+    from parties.uploads import Upload
 
     RoundEngine.exchange = exchange  # type: ignore[method-assign]
 
-    write_share = server._write_share
+    def slowed(cls: Any, method: str, key: str) -> None:
+        """``cls.method`` sleeps ``control()[key]`` seconds first (blocking the thread that
+        runs it: uploads and dataset loads run off the event loop, like a slow disk)."""
+        original = getattr(cls, method)
 
-    def slow_write(folder: Path, filename: str, arr: Any) -> Any:
-        delay = control().get("delay_upload")
-        if delay:
-            hit("upload")
-            time.sleep(float(delay))
-        return write_share(folder, filename, arr)
-
-    server._write_share = slow_write  # type: ignore[assignment]
+        def wrapper(self: Any, *args: Any) -> Any:
+            delay = control().get(key)
+            if delay:
+                hit(key.removeprefix("delay_"))
+                time.sleep(float(delay))
+            return original(self, *args)
+        setattr(cls, method, wrapper)
 
     def delayed(cls: Any, method: str, key: str) -> None:
         original = getattr(cls, method)
@@ -94,22 +100,11 @@ def install() -> None:
             return await original(self, *args)
         setattr(cls, method, wrapper)
 
-    from parties.storage import Storage
-
-    load_dataset = Storage.load_dataset
-
-    def slow_load(self: Storage, name: str) -> Any:
-        delay = control().get("delay_load")
-        if delay:
-            hit("load")
-            time.sleep(float(delay))  # blocks whichever thread runs the load
-        return load_dataset(self, name)
-
-    Storage.load_dataset = slow_load  # type: ignore[method-assign]
-
-    delayed(server._Session, "op_commit", "delay_commit")
-    delayed(server._Session, "op_fetch", "delay_fetch")
-    delayed(server.PartyServer, "_follow", "delay_follow")
+    slowed(Upload, "receive", "delay_upload")
+    slowed(Storage, "load_dataset", "delay_load")
+    delayed(ClientSession, "op_commit", "delay_commit")
+    delayed(ClientSession, "op_fetch", "delay_fetch")
+    delayed(PartyServer, "_follow", "delay_follow")
 
 
 if __name__ == "__main__":

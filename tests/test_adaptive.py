@@ -430,25 +430,16 @@ def test_a_cheater_that_lies_in_an_and_check_opening_hears_no_digest(secret: str
 
 # -- both schemes: a wrong copy of a secret input, with a faithful input hash --------------
 def _faithful(cls: type[Scheme]) -> type[Scheme]:
-    """``cls`` for a cheater that computes with a wrong copy of one input value but hashes
-    what the client sent in the input-consistency check."""
+    """``cls`` for a cheater that computes with a wrong copy of one input value, after the
+    input check compared what the client sent (``input`` checks first)."""
 
     class Faithful(cls):  # type: ignore[valid-type, misc]
-        hashed = False
-
         async def input(self, *shares: np.ndarray) -> list[Any]:
             mine = await super().input(*shares)
-            for x in mine:
-                self.note_input(x)
-            self.hashed = True  # gini_fs hashes nothing more
             data = mine[0].data
             lead = (0, slice(None), 0) if self.lead == 3 else (slice(None),)
             data[lead + (0, J)] += np.uint64(1 << 40)  # this party's copy of D[0, J]
             return mine
-
-        def note_input(self, x: Any) -> None:
-            if not self.hashed:
-                super().note_input(x)
 
     return Faithful
 
@@ -468,6 +459,42 @@ def test_a_wrong_copy_of_a_secret_input_aborts_whatever_the_secret(secret: str, 
         assert verdict == "aborted", (setting, cheater)
         assert checks <= ({"MAC", "AND", "open consistency"} if setting == "active3"
                           else {"joint-message hash"}), checks
+
+
+@pytest.mark.parametrize("setting", ("active3", "active4"))
+def test_inconsistent_client_shares_stop_the_job_before_anything_is_computed(setting: str
+                                                                              ) -> None:
+    """A data owner colluding with a cheating server gives the two holders of one component
+    different copies: had an honest server computed on its copy, its digests could tell the
+    cheater other owners' data (a review found this). The input check is its own round, the
+    first after the keys, and every holder of a component checks it there."""
+    cls: type[Scheme] = Spdz3 if setting == "active3" else Rep4
+    share = rep3.share if cls.n_parties == 3 else rep4.share
+    values, codes = SECRETS["selected"].h0
+    shares = share(values.astype(np.int64).view(np.uint64))
+    labels = share((codes == 0).astype(np.uint64).reshape(M, 1))
+    shares[1] = shares[1].copy()
+    shares[1][0, 0, 0] += np.uint64(1)  # party 1's copy of one component differs
+    rounds: dict[int, int] = {}
+
+    async def party(engine: RoundEngine) -> np.ndarray:
+        s = await cls.setup(engine)
+        before = engine.rounds
+        try:
+            d, lab = await s.input(shares[engine.party], labels[engine.party])
+        finally:
+            rounds[engine.party] = engine.rounds - before
+        result = await gini_fs(s, d, lab, 2, K, np.zeros(P, np.int64))
+        return (await s.open(result.reduced)).view(np.int64)
+
+    ran = outcomes(cls.n_parties, party)
+    caught = [o for o in ran if isinstance(o, CheatingDetected)]
+    assert caught and all(o.check == "input consistency" for o in caught), ran
+    assert not any(isinstance(o, np.ndarray) for o in ran)
+    # party 1's slot 0 is component 1 (active3: held by 0 and 1) or 2 (active4: all but 2);
+    # every holder stops in the input check's round, before computing on its copy
+    holders = (0, 1) if setting == "active3" else (0, 1, 3)
+    assert all(rounds[h] == 1 for h in holders), rounds
 
 
 # -- active4: errors that keep every sum -----------------------------------------------------

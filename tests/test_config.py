@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from client.local import write_config
 from mpcnet import config
+from mpcnet.config import check_name
 from mpcnet.errors import ConfigError, InputError
 
 
@@ -79,3 +81,14 @@ def test_dataset_names_cannot_escape_the_data_folder() -> None:
     for bad in ("../x", "", ".hidden", "a/b", "x" * 65):
         with pytest.raises(InputError):
             config.check_name("dataset", bad)
+
+
+def test_names_with_a_trailing_newline_are_refused(tmp_path: Path) -> None:
+    for bad in ("name\n", "name\n\n", "\nname", "na\nme", "../name", ".name", "", "a" * 65):
+        with pytest.raises(InputError, match="not allowed"):
+            check_name("dataset", bad)
+    assert check_name("dataset", "study-2.v1_x") == "study-2.v1_x"
+    path = write_config(tmp_path, 3)
+    path.write_text(path.read_text().replace('name = "bob"', 'name = "bob\\n"'))
+    with pytest.raises(ConfigError, match="name must be"):
+        config.load(path)

@@ -99,7 +99,7 @@ def test_rounds_do_not_grow_with_the_batch(scheme: str) -> None:
     assert small == large
     a2b_rounds, b2a_rounds, masked_rounds, bit_rounds = small
     # active3 authenticates the bits' XOR components (one round) and checks before it opens
-    # (the four rounds of verify)
-    extra, check = (1, 4) if scheme == "active3" else (0, 0)
+    # (the four rounds of verify); active4 checks the inputs before its first opening (one)
+    extra, check = {"active3": (1, 4), "active4": (0, 1)}.get(scheme, (0, 0))
     assert a2b_rounds <= 9 and b2a_rounds == 2 + extra and bit_rounds == 2 + extra
     assert masked_rounds <= 11 + extra + check

@@ -107,3 +107,10 @@ def test_shape_errors() -> None:
         encode(np.array([[1.0]]), np.array([0.5]))
     with pytest.raises(InputError):
         decode(np.array([[1, 2]]), np.array([0]))
+
+
+def test_range_error_prints_a_plain_number() -> None:
+    with pytest.raises(RangeError) as info:
+        encode(np.array([[1.0], [2186869.63]]), np.array([30]), ["dose"])
+    msg = str(info.value)
+    assert "value 2186869.63 encodes" in msg and "np." not in msg, msg

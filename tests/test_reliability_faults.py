@@ -45,7 +45,7 @@ from reliability_common import (
 from client.session import Client
 from mpcnet.errors import MPCError
 from mpcnet.net.tls import client_context, dial, run
-from parties.server import sharing_of
+from mpcnet.schemes.registry import sharing_of
 from parties.storage import Storage
 
 ROUND, CONNECT, HANDSHAKE = 3.0, 2.0, 2.0
@@ -315,7 +315,9 @@ def test_upload_dropped_mid_frame(cluster: FaultCluster, request: pytest.Fixture
 
 # -- memory across failed jobs ---------------------------------------------------------------------
 def _load(cluster: FaultCluster) -> dict[str, dict[str, int]]:
-    rows = call(cluster, "analyst", lambda cl: cl.status(mesh=False))
+    """Every server's load, as a server sees it (clients do not: it would tell them of other
+    analysts' jobs)."""
+    rows = call(cluster, "alice", lambda cl: cl.status(mesh=False))
     return {r["server"]: r["load"] for r in rows}
 
 

@@ -42,7 +42,7 @@ from client.session import Client
 from mpcnet.errors import PeerError
 from mpcnet.net.framing import MAGIC, PREFIX, FrameProtocol, encode
 from mpcnet.net.tls import client_context, dial, run
-from parties.server import sharing_of
+from mpcnet.schemes.registry import sharing_of
 
 SECRET = 0x5EC2E75EC2E7AB1E  # a value no log may ever show
 Case = Callable[["Env"], Awaitable[str]]
@@ -492,7 +492,7 @@ def test_connection_flood_is_bounded(env: Env, request: pytest.FixtureRequest) -
     assert time.monotonic() - t0 < 30
     deadline = time.monotonic() + 5
     while True:
-        rows = run(Client(env.dep, "analyst").status(mesh=False))
+        rows = run(Client(env.dep, "bob").status(mesh=False))  # load: for servers only
         load = {r["server"]: r["load"] for r in rows}
         if load["alice"]["connections"] <= 1 and proc.num_fds() <= fds_idle + 2:
             break

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from client.local import write_config
+from mpcnet import config
 from parties import catalog
 from parties.storage import Storage, StorageError, write_array
 
@@ -108,3 +110,69 @@ def test_one_server_per_data_folder(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="in use"):
         Storage(tmp_path).open()
     a.close()
+
+
+def test_storage_refuses_paths_outside_its_folders(tmp_path: Path) -> None:
+    st = Storage(tmp_path / "data")
+    st.open()
+    try:
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "manifest.json").write_text("{}")
+        (st.datasets / "link").symlink_to(outside)
+        checks = [lambda: st.dataset("../outside"), lambda: st.dataset("link"),
+                  lambda: st.result("a", ".."), lambda: st.result("a", "a/b"),
+                  lambda: st.result("..", "a"), lambda: st.load_result("a", "../datasets"),
+                  lambda: st.load_dataset("../../outside"),
+                  lambda: st.save_job({"id": "../../outside/job"}),
+                  lambda: st.save_job({"id": "x\n"}),
+                  lambda: st.load_array(st.datasets, {"file": "../LOCK", "sha256": ""}),
+                  lambda: st.withdraw("../outside", "u1"),
+                  lambda: st.commit_result({"name": "../escape", "owner": "a"},
+                                           st.stage("result")),
+                  lambda: st.commit_result({"name": "x", "owner": "../up"},
+                                           st.stage("result"))]
+        for i, check in enumerate(checks):
+            with pytest.raises(StorageError, match="refusing"):
+                check()
+                pytest.fail(f"check {i} passed")
+        assert not list(tmp_path.glob("escape*")) and not (outside / "job.json").exists()
+    finally:
+        st.close()
+
+
+def test_stored_folders_and_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    """Datasets, results and job records of one server, written under a common umask (022):
+    folders 0700, files 0600."""
+    import os
+    import stat
+
+    from mpcnet.schemes import registry
+    from parties.uploads import Upload
+
+    old = os.umask(0o022)
+    try:
+        st = Storage(tmp_path / "data")
+        st.open()
+        dep = config.load(write_config(tmp_path, 3, ports=[7001, 7002, 7003]))
+        meta = catalog.contribution_meta(
+            dataset="d", upload_id="u1", layout="rows", sharing="passive3", rows=4,
+            columns=["a", "b"], exponents=[0, 0], categories={}, label="y", classes=["0", "1"])
+        info = registry.for_sharing("passive3")
+        up = Upload.describe(st, dep, 0, "hospital-a", meta)
+        up.receive("data", info.share(np.zeros((4, 2), np.uint64))[0])
+        up.receive("labels", info.share(np.zeros((4, 1), np.uint64))[0])
+        up.commit(is_coordinator=True, seq=None)
+        staged, files = st.stage_result({"reduced": np.zeros((2, 4, 1), np.uint64)})
+        st.commit_result({"name": "r", "owner": "analyst", "files": files}, staged)
+        st.save_job({"id": "0123456789ab", "state": "done"})
+        st.close()
+    finally:
+        os.umask(old)
+    loose = [f"{p} {oct(stat.S_IMODE(p.lstat().st_mode))}"
+             for p in [tmp_path / "data", *(tmp_path / "data").rglob("*")]
+             if stat.S_IMODE(p.lstat().st_mode) != (0o700 if p.is_dir() else 0o600)]
+    assert not loose, "not private:\n" + "\n".join(loose)
+    kinds = {p.parent.name for p in (tmp_path / "data").rglob("*.json")}
+    assert {"jobs", "d", "r"} <= kinds  # job records, datasets and results checked
+

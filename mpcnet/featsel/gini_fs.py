@@ -38,8 +38,6 @@ async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: in
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
     check_exact_ranking(m)
-    s.note_input(data)
-    s.note_input(labels)
     q, d = await msgini_fraction(s, data, labels)
     with s.engine.phase("selection"):
         selection = await topk_fraction(s, q, d, k, fraction_bits(m))

@@ -41,7 +41,7 @@ def select_in_process(security: str, values: np.ndarray, label_matrix: np.ndarra
         s = await info.scheme.setup(engine)
         mine_data, mine_labels = await s.input(data[engine.party], labels[engine.party])
         result = await gini_fs(s, mine_data, mine_labels, n_classes, k, exponents)
-        return s.output(result.reduced), s.output(result.exponents), engine.report()
+        return await s.output(result.reduced), await s.output(result.exponents), engine.report()
 
     start = time.perf_counter()
     outs = run_local_sync(info.n_parties, party, round_timeout)

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from mpcnet.errors import CheatingDetected, ConfigError, HandshakeError, MPCError, PeerError
+from mpcnet.net import wire
 from mpcnet.net.channel import Channel
 from mpcnet.net.framing import FrameProtocol
 
@@ -94,6 +95,12 @@ async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, max_fram
                 lambda: FrameProtocol(max_frame, label), host, port, ssl=ctx,
                 server_hostname=name, ssl_handshake_timeout=handshake_timeout),
                 handshake_timeout + 1.0)
+            who = proto.peer_identity()  # the one identity rule, as for incoming connections
+            if who.name != name or not who.serves:
+                proto.close()
+                raise HandshakeError(f"{label}: its certificate names {who.name!r}"
+                                     f"{'' if who.serves else ' as a client'}, not the server "
+                                     f"{name!r}")
             proto.peer_name = name
             return proto
         except ssl.SSLCertVerificationError as exc:
@@ -134,31 +141,33 @@ class TLSChannel(Channel):
     async def send(self, peer: int, payload: np.ndarray) -> None:
         conn = self.conns[peer]
         try:
-            conn.send({"k": "a", "j": self.job}, payload)
+            conn.send(wire.encode(wire.JobArray(self.job))[0], payload)
         except PeerError:
             stop = conn.queued("err")
             if stop is not None:  # it stopped the job and said why before closing
-                raise self._stopped(conn, stop) from None
+                raise self._stopped(conn, wire.decode(stop, None, conn.label)) from None
             raise
 
     async def recv(self, peer: int) -> np.ndarray:
         conn = self.conns[peer]
         header, array = await conn.recv(self.recv_timeout)
-        if header.get("k") != "a" or header.get("j") != self.job or array is None:
-            if header.get("k") == "err":
-                raise self._stopped(conn, header)
-            raise PeerError(f"{conn.label} sent an unexpected {header.get('k')!r} frame during "
-                            f"job {self.job}")
-        return array
+        message = wire.decode(header, array, conn.label)
+        if isinstance(message, wire.JobArray) and message.job == self.job and array is not None:
+            return array
+        if isinstance(message, wire.Stop):
+            raise self._stopped(conn, message)
+        raise PeerError(f"{conn.label} sent an unexpected {header.get('k')!r} frame during "
+                        f"job {self.job}")
 
-    def _stopped(self, conn: FrameProtocol, header: dict[str, Any]) -> MPCError:
-        """The error a peer's stop frame reports: ``CheatingDetected`` with the check it names
-        (so every honest server records the check, whichever server detected it), else
+    def _stopped(self, conn: FrameProtocol, stop: wire.Message) -> MPCError:
+        """The error a peer's stop reports: ``CheatingDetected`` with the check it names (so
+        every honest server records the check, whichever server detected it), else
         ``PeerError``."""
-        reason = f"{conn.label} stopped job {self.job}: {header.get('msg')}"
-        check = header.get("check")
-        if isinstance(check, str) and check:
-            return CheatingDetected(check, f"reported by {reason}")
+        if not isinstance(stop, wire.Stop):
+            return PeerError(f"{conn.label} sent an unexpected frame during job {self.job}")
+        reason = f"{conn.label} stopped job {self.job}: {stop.reason}"
+        if stop.check:
+            return CheatingDetected(stop.check, f"reported by {reason}")
         return PeerError(reason)
 
     def bytes_by_peer(self) -> dict[int, tuple[int, int]]:
@@ -168,7 +177,7 @@ class TLSChannel(Channel):
     def abort(self, reason: str, check: str | None = None) -> None:
         """Tell every peer the job stops here (and which active-security check failed, if
         one did) and drop the connections."""
-        frame = {"k": "err", "j": self.job, "msg": reason} | ({"check": check} if check else {})
+        frame, _ = wire.encode(wire.Stop(self.job, reason, check))
         for conn in self.conns.values():
             if not conn.closed:
                 try:

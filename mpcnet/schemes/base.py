@@ -20,6 +20,7 @@ import numpy as np
 
 from mpcnet.net.engine import RoundEngine
 from mpcnet.ring import to_ring
+from mpcnet.schemes.faults import FaultInjector
 
 Public = np.ndarray | int | np.integer
 """A public operand: an array or a scalar, read in Z_2^64 (negative values wrap)."""
@@ -98,31 +99,51 @@ def split(whole: Shared, shapes: Sequence[tuple[int, ...]]) -> list[Shared]:
 
 
 class Scheme(ABC):
-    """What a protocol may do with shares. Local methods are plain, interactive ones async."""
+    """What a protocol may do with shares. Local methods are plain, interactive ones async.
+
+    The scheme owns its checks' life cycle: ``input`` checks that the clients gave every holder
+    of a component the same words before anything is computed on them, every opening and
+    ``output`` run the pending checks first, so a protocol cannot forget them. ``fault``
+    (tests only, ``mpcnet.schemes.faults``) sees every message the party sends
+    (``_outgoing``)."""
 
     name: str
     n_parties: int
     lead: int
     engine: RoundEngine
+    _fault: FaultInjector | None = None
 
     @classmethod
     @abstractmethod
-    async def setup(cls, engine: RoundEngine) -> Scheme:
+    async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Scheme:
         """Agree this session's correlated-randomness keys with the peers and build the scheme."""
 
     @property
     def party(self) -> int:
         return self.engine.party
 
+    def _outgoing(self, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        """Every message this party sends passes here under its kind (the test-only fault
+        hook may change it; without one it is sent as it is)."""
+        if self._fault is None:
+            return payload
+        return self._fault.apply(self.party, kind, peer, payload)
+
     # -- inputs and outputs ----------------------------------------------------------------
     async def input(self, *shares: np.ndarray) -> list[Shared]:
         """This party's shares of client inputs (as made by the registry's ``share``) as
-        sharings of this scheme; active schemes add what the client cannot make (MACs)."""
-        return [Shared(np.asarray(d), self.lead) for d in shares]
+        sharings of this scheme, checked for consistency first (``verify_inputs``); active
+        schemes add what the client cannot make (MACs)."""
+        out = [Shared(np.asarray(d), self.lead) for d in shares]
+        for x in out:
+            self.note_input(x)
+        await self.verify_inputs()
+        return out
 
-    def output(self, x: Shared) -> np.ndarray:
+    async def output(self, x: Shared) -> np.ndarray:
         """The share array this party hands to the analyst (the registry's ``reconstruct``
-        combines them); call only after ``verify``."""
+        combines them), once every pending check has passed."""
+        await self.verify()
         return x.data
 
     # -- local arithmetic ------------------------------------------------------------------
@@ -216,6 +237,11 @@ class Scheme(ABC):
     # -- checks ----------------------------------------------------------------------------
     def note_input(self, x: Shared) -> None:  # noqa: B027 - passive schemes trust inputs
         """Queue a check that a client gave every holder of a component the same value."""
+
+    async def verify_inputs(self) -> None:  # noqa: B027 - passive schemes trust inputs
+        """Run the queued input checks now, in a round of their own: an honest server that
+        computed on copies a client (perhaps one colluding with a cheating server) gave it
+        inconsistently could send digests that tell the cheater other owners' data."""
 
     async def verify(self) -> None:  # noqa: B027 - passive schemes have nothing to check
         """Run every pending batched check; active schemes raise ``CheatingDetected``."""

@@ -41,3 +41,21 @@ def get(name: str) -> SchemeInfo:
     except KeyError:
         raise ConfigError(f"unknown security setting {name!r}; choose one of "
                           f"{', '.join(sorted(SCHEMES))}") from None
+
+
+def sharing_of(security: str) -> tuple[str, int]:
+    """(input sharing, number of parties) of a security setting: datasets are stored in the
+    input sharing of the setting they were shared for, and every setting with that sharing
+    can run on them (active3 uses passive3's shares)."""
+    info = get(security)
+    return info.sharing, info.n_parties
+
+
+def for_sharing(sharing: str) -> SchemeInfo:
+    """The first setting whose input sharing is ``sharing`` (its ``share`` makes shares in
+    that format), or ``ConfigError`` listing the sharings there are."""
+    for info in SCHEMES.values():
+        if info.sharing == sharing:
+            return info
+    raise ConfigError(f"unknown sharing {sharing!r}; known: "
+                      f"{', '.join(sorted({i.sharing for i in SCHEMES.values()}))}")

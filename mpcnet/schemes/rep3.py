@@ -17,6 +17,7 @@ from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import PRF
 from mpcnet.ring import to_ring
 from mpcnet.schemes.base import Public, Scheme, Shared
+from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.keys import pairwise_prfs
 from mpcnet.schemes.replicated import combine, random_words
 
@@ -46,16 +47,18 @@ class Rep3(Scheme):
     n_parties = 3
     lead = 1  # data[0] = x_i, data[1] = x_{i+1}
 
-    def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF) -> None:
+    def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF,
+                 fault: FaultInjector | None = None) -> None:
         self.engine = engine
         self._next = next_prf  # key shared with party i+1
         self._prev = prev_prf  # key shared with party i-1
+        self._fault = fault
 
     @classmethod
-    async def setup(cls, engine: RoundEngine) -> Rep3:
+    async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Rep3:
         prfs = await pairwise_prfs(engine)
         i = engine.party
-        return cls(engine, prfs[(i + 1) % 3], prfs[(i - 1) % 3])
+        return cls(engine, prfs[(i + 1) % 3], prfs[(i - 1) % 3], fault)
 
     @property
     def next_party(self) -> int:
@@ -75,10 +78,6 @@ class Rep3(Scheme):
     def _terms(self, shape: tuple[int, ...]) -> np.ndarray:
         """Room for a reshared result; row 0 takes this party's 3-out-of-3 term in place."""
         return np.empty((2,) + shape, dtype=U64)
-
-    def _outgoing(self, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        """Every message of a product passes here (an active subclass may inspect it)."""
-        return payload
 
     def _incoming(self, kind: str, payload: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """A received product message as an array of ``shape`` (an active subclass checks it)."""

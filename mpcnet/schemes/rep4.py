@@ -230,11 +230,6 @@ class Rep4(Scheme):
     def _pair_hash(a: int, b: int) -> hashlib._Hash:
         return hashlib.sha256(b"mpcnet-rep4-input" + bytes([min(a, b), max(a, b)]))
 
-    def _tamper(self, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        if self._fault is None:
-            return payload
-        return self._fault.apply(self.party, kind, peer, payload)
-
     def _widened(self, x: Shared, c: Public) -> np.ndarray:
         """A writable copy of x's data broadcast against the public value c (same at every
         party, so the shares keep one logical shape)."""
@@ -303,10 +298,10 @@ class Rep4(Scheme):
                 zg = z[self._slot(g), span]
                 plus(zg, self._prf[g].words(k), out=zg)
         for q, buf in sends.items():
-            if self._fault is not None and filled[q]:
-                buf[:filled[q]] = self._tamper("jmp-value", q, buf[:filled[q]])
+            if filled[q]:
+                buf[:filled[q]] = self._outgoing("jmp-value", q, buf[:filled[q]])
             if q in self._vouch_to:
-                buf[filled[q]:] = self._tamper("jmp-hash", q, digest_words(self._out[q]))
+                buf[filled[q]:] = self._outgoing("jmp-hash", q, digest_words(self._out[q]))
                 self._out[q] = self._link_hash(me, q)
         # What each source owes me: the values it sends, then its digest.
         expected = dict.fromkeys(self._value_from, 0)
@@ -383,8 +378,8 @@ class Rep4(Scheme):
         data = np.ascontiguousarray(x.data, dtype=U64)
         to_value = (me - _OPEN_SENDER) % 4  # I send my copy of its missing component
         to_hash = (me - _OPEN_HASHER) % 4
-        value = self._tamper("open-value", to_value, data[self._slot(to_value)].reshape(-1))
-        digest = self._tamper("open-hash", to_hash,
+        value = self._outgoing("open-value", to_value, data[self._slot(to_value)].reshape(-1))
+        digest = self._outgoing("open-hash", to_hash,
                               np.frombuffer(self._open_digest(data[self._slot(to_hash)]), U64))
         src_value = (me + _OPEN_SENDER) % 4
         src_hash = (me + _OPEN_HASHER) % 4
@@ -460,8 +455,8 @@ class Rep4(Scheme):
         """Queue a consistency check of client-provided shares (no communication now).
 
         Each pair of parties feeds the two components they both hold into a shared hash
-        state; ``verify`` (run automatically before the next ``open``) compares them, so a
-        client that gave the holders of one component different values is caught:
+        state; ``verify_inputs`` (run by ``input`` at once, and by ``verify``) compares them,
+        so a client that gave the holders of one component different values is caught:
         ``CheatingDetected("input consistency")``."""
         data = np.asarray(x.data, dtype=U64)
         for q in self.engine.peers:
@@ -470,14 +465,13 @@ class Rep4(Scheme):
                     self._inputs[q].update(np.ascontiguousarray(data[self._slot(c)]).data)
         self._pending_input = True
 
-    async def verify(self) -> None:
+    async def verify_inputs(self) -> None:
         """Compare the input digest with each peer (one round, 32 bytes per peer; nothing to do
-        when no input is pending). Joint messages need nothing here: each one was compared in
-        its own round."""
+        when no input is pending)."""
         if not self._pending_input:
             return
         me = self.party
-        sends = {q: self._tamper("input-hash", q, digest_words(self._inputs[q]))
+        sends = {q: self._outgoing("input-hash", q, digest_words(self._inputs[q]))
                  for q in self.engine.peers}
         got = await self.engine.exchange(sends, self.engine.peers)
         for q in self.engine.peers:
@@ -487,3 +481,8 @@ class Rep4(Scheme):
                                        f"party {me}: input shares held with party {q} differ")
         self._inputs = {q: self._pair_hash(me, q) for q in self.engine.peers}
         self._pending_input = False
+
+    async def verify(self) -> None:
+        """Every pending check: the inputs noted since the last one (joint messages need
+        nothing here: each one was compared in its own round)."""
+        await self.verify_inputs()

@@ -107,12 +107,13 @@ U64 = np.uint64
 VALUE, MAC = 0, 1
 SIGMA = 40  # statistical security (bits) of the AND check
 _CHUNK = 1 << 13  # elements per piece of the MAC combination
-CHECKS = ("AND", "MAC", "input consistency")  # compared by digest in the last round
+CHECKS = ("AND", "MAC")  # zero tests compared by digest in the last round of ``verify``
+INPUTS = "input consistency"  # compared in a round of its own, before inputs are used
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
 _Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
 _Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
 _CHECK_OF = {"product": "MAC", "and": "AND"}  # the check a malformed message of a kind fails
-_HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash", "input consistency": "input-hash"}
+_HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
 _Part = tuple[str, np.ndarray]  # (message kind, array) in a message of several parts
 
@@ -174,12 +175,13 @@ class Spdz3(Rep3):
 
     def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF,
                  fault: FaultInjector | None = None) -> None:
-        super().__init__(engine, next_prf, prev_prf)
-        self._fault = fault
+        super().__init__(engine, next_prf, prev_prf, fault)
         self._alpha = self._random128(())  # (limb, slot): the MAC key
         self._macs: list[np.ndarray] = []  # queued (limb, slot, v, n) value/MAC pairs
         self._ands: list[_And] = []  # (slot, n) words
         self._pending_input = False
+        self._claim: dict[str, hashlib._Hash] = {}
+        self._expect: dict[str, hashlib._Hash] = {}
         self._reset_digests()
 
     @classmethod
@@ -189,11 +191,6 @@ class Spdz3(Rep3):
         return cls(engine, prfs[(i + 1) % 3], prfs[(i - 1) % 3], fault)
 
     # -- plumbing --------------------------------------------------------------------------
-    def _outgoing(self, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        if self._fault is None:
-            return payload
-        return self._fault.apply(self.party, kind, peer, payload)
-
     def _observe(self, event: str, value: object) -> None:
         if self._fault is not None:
             self._fault.observe(self.party, event, value)
@@ -225,10 +222,11 @@ class Spdz3(Rep3):
         by_source = dict(zip([source for source, _ in expect], out, strict=True))
         return by_source.get(self.next_party, []), by_source.get(self.prev_party, [])
 
-    def _reset_digests(self) -> None:
+    def _reset_digests(self, checks: tuple[str, ...] = (*CHECKS, INPUTS)) -> None:
         """Per check: what I claim to the next party, and what I expect the previous to claim."""
-        self._claim = {c: hashlib.sha256(c.encode()) for c in CHECKS}
-        self._expect = {c: hashlib.sha256(c.encode()) for c in CHECKS}
+        for c in checks:
+            self._claim[c] = hashlib.sha256(c.encode())
+            self._expect[c] = hashlib.sha256(c.encode())
 
     def _received(self, got: dict[int, np.ndarray], peer: int, size: int,
                   check: str) -> np.ndarray:
@@ -275,10 +273,15 @@ class Spdz3(Rep3):
 
     # -- inputs and outputs ----------------------------------------------------------------
     async def input(self, *shares: np.ndarray) -> list[Shared]:
-        """Client shares (rep3 layout, uint64) lifted to Z_2^128 and authenticated together."""
+        """Client shares (rep3 layout, uint64), checked for consistency in a round of their
+        own before anything is computed on them, then lifted to Z_2^128 and authenticated
+        together."""
         arrays = [np.asarray(d, dtype=U64) for d in shares]
         if not arrays:
             return []
+        for a in arrays:
+            self._note_input_words(a)
+        await self.verify_inputs()
         flat = np.concatenate([a.reshape(2, -1) for a in arrays], axis=1)
         data = await self._authenticate(_lift(flat))
         out, start = [], 0
@@ -288,8 +291,10 @@ class Spdz3(Rep3):
             start += size
         return out
 
-    def output(self, x: Shared) -> np.ndarray:
-        """The low limbs of the value components: a rep3 sharing of x mod 2^64."""
+    async def output(self, x: Shared) -> np.ndarray:
+        """The low limbs of the value components, a rep3 sharing of x mod 2^64, once every
+        pending check has passed."""
+        await self.verify()
         return np.ascontiguousarray(x.data[0, :, VALUE])
 
     # -- local arithmetic ------------------------------------------------------------------
@@ -419,10 +424,35 @@ class Spdz3(Rep3):
     # -- checks ----------------------------------------------------------------------------
     def note_input(self, x: Shared) -> None:
         """Queue the check that the client gave both holders of each component the same
-        words: slot 1 is what the next party holds as slot 0."""
-        self._claim["input consistency"].update(np.ascontiguousarray(x.data[0, 1, VALUE]).data)
-        self._expect["input consistency"].update(np.ascontiguousarray(x.data[0, 0, VALUE]).data)
+        words (of the value's low limbs)."""
+        self._note_input_words(x.data[0, :, VALUE])
+
+    def _note_input_words(self, words: np.ndarray) -> None:
+        """Slot 1 of this party is the next party's slot 0, and slot 0 the previous one's
+        slot 1: a digest of each goes to the other holder."""
+        self._claim[INPUTS].update(np.ascontiguousarray(words[1]).data)
+        self._expect[INPUTS].update(np.ascontiguousarray(words[0]).data)
         self._pending_input = True
+
+    async def verify_inputs(self) -> None:
+        """One round: the digest of each input component this party holds goes to its other
+        holder, so both holders of every component compare before anything is computed on
+        it (nothing when no input is pending)."""
+        if not self._pending_input:
+            return
+        self._pending_input = False
+        of_slot1 = digest_words(self._claim[INPUTS])
+        of_slot0 = digest_words(self._expect[INPUTS])
+        self._reset_digests((INPUTS,))
+        got = await self.engine.exchange(
+            {self.next_party: self._outgoing("input-hash", self.next_party, of_slot1),
+             self.prev_party: self._outgoing("input-hash", self.prev_party, of_slot0)},
+            [self.prev_party, self.next_party])
+        for peer, mine in ((self.prev_party, of_slot0), (self.next_party, of_slot1)):
+            theirs = self._received(got, peer, DIGEST_WORDS, INPUTS)
+            if not np.array_equal(theirs, mine):
+                raise CheatingDetected(INPUTS, f"party {self.party}: the input shares held with "
+                                               f"party {peer} differ")
 
     def _note_zero(self, check: str, t: np.ndarray, binary: bool) -> None:
         """Queue the check that the shared t (slot, ...) is zero: I claim the sum of my two
@@ -438,11 +468,11 @@ class Spdz3(Rep3):
     async def verify(self) -> None:
         """Check every queued product, AND and input: four rounds (three without ANDs, one
         with only inputs); nothing when nothing is queued."""
-        if not (self._macs or self._ands or self._pending_input):
+        await self.verify_inputs()
+        if not (self._macs or self._ands):
             return
         ands, self._ands = self._ands, []
         macs, self._macs = self._macs, []
-        self._pending_input = False
         triples = self._triple_terms(ands)
         sums = self._mac_sums(macs) if macs else None
         # round 1: the triples' AND terms and the terms of w and u, to the previous party
@@ -469,8 +499,8 @@ class Spdz3(Rep3):
         if triples is not None:
             seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
             await self._check_ands(ands, triples, seed)
-        # round 4: every digest
-        await self._compare_digests()
+        # round 4: the digests of the zero tests
+        await self._compare_digests(CHECKS)
 
     def _triple_terms(self, ands: list[_And]) -> _Triples | None:
         """The AND check's random triples: a, b (slot, pool, P) and c with this party's
@@ -579,16 +609,17 @@ class Spdz3(Rep3):
 
         return to_open, finish
 
-    async def _compare_digests(self) -> None:
-        """Round 4: every claim digest to the next party, compared with what I expect."""
+    async def _compare_digests(self, checks: tuple[str, ...]) -> None:
+        """One round: the claim digest of every check in ``checks`` to the next party,
+        compared with what this party expects."""
         sends = np.concatenate([self._outgoing(_HASH_KIND[c], self.next_party,
-                                               digest_words(self._claim[c])) for c in CHECKS])
+                                               digest_words(self._claim[c])) for c in checks])
         got = await self.engine.exchange({self.next_party: sends}, [self.prev_party])
-        buf = self._received(got, self.prev_party, sends.size, "open consistency")
+        buf = self._received(got, self.prev_party, sends.size, checks[-1])
         self._observe("received", ("digests", self.prev_party, buf))
-        expected = {c: digest_words(self._expect[c]) for c in CHECKS}
-        self._reset_digests()
-        for i, check in enumerate(CHECKS):
+        expected = {c: digest_words(self._expect[c]) for c in checks}
+        self._reset_digests(checks)
+        for i, check in enumerate(checks):
             if not np.array_equal(buf[i * DIGEST_WORDS:(i + 1) * DIGEST_WORDS], expected[check]):
                 raise CheatingDetected(check, f"party {self.party}: party {self.prev_party}'s "
                                               f"{check} digest differs from this party's")

@@ -1,0 +1,63 @@
+"""Layer: server. Who may do what: every access rule of a server in one place.
+
+Roles come from the deployment file (``owner``, ``analyst``) or from a server's certificate
+(``server``, for healthchecks). An operation is allowed to roles (``OPERATIONS``); beyond the
+role, owners contribute only to their datasets and read only their schemas (the per-column
+scale exponents, which would tell an analyst which columns its D' holds), and a result or a job
+belongs to the analyst whose signed request made it and to those it named (``Job.may_read``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpcnet.config import Deployment
+from mpcnet.errors import AccessDenied, InputError
+
+# operation -> (roles that may use it, the command a user types for it)
+OPERATIONS: dict[str, tuple[frozenset[str], str]] = {
+    "status": (frozenset({"owner", "analyst", "server"}), "status"),
+    "datasets": (frozenset({"owner", "analyst"}), "datasets"),
+    "schema": (frozenset({"owner"}), "share"),
+    "upload": (frozenset({"owner"}), "share"),
+    "commit": (frozenset({"owner"}), "share"),
+    "abort": (frozenset({"owner"}), "share"),
+    "withdraw": (frozenset({"owner"}), "share"),
+    "select": (frozenset({"analyst"}), "select"),
+    "job": (frozenset({"analyst"}), "select"),
+    "jobs": (frozenset({"analyst"}), "jobs"),
+    "results": (frozenset({"analyst"}), "results"),
+    "fetch": (frozenset({"analyst"}), "fetch"),
+}
+
+
+def check_operation(name: str, role: str, op: Any) -> str:
+    """``op`` if ``role`` may use it; ``InputError`` for an unknown operation and
+    ``AccessDenied`` naming the command and the roles that may."""
+    if not isinstance(op, str) or op not in OPERATIONS:
+        raise InputError(f"unknown request {op!r}")
+    roles, command = OPERATIONS[op]
+    if role not in roles:
+        raise AccessDenied(f"{name} (role {role}) may not use `mpc-client {command}` "
+                           f"(operation {op}); it needs the role {' or '.join(sorted(roles))}")
+    return op
+
+
+def check_contributor(dep: Deployment, name: str, dataset: str) -> None:
+    """An owner contributes only to the datasets the deployment lists for it."""
+    client = dep.client(name)
+    if not client.may_upload(dataset):
+        raise AccessDenied(f"{name} may not contribute to dataset {dataset!r} (allowed: "
+                           f"{', '.join(client.datasets)})")
+
+
+def check_schema_reader(dep: Deployment, name: str, role: str, dataset: str) -> None:
+    """A dataset's schema holds every column's scale exponent: only its owners read it."""
+    if role != "owner" or not dep.client(name).may_upload(dataset):
+        raise AccessDenied(f"{name} may not contribute to dataset {dataset!r}, so it may not "
+                           "read its schema")
+
+
+def may_read_result(name: str, manifest: dict[str, Any]) -> bool:
+    """A result belongs to the analyst whose request made it and to those it named."""
+    return name == manifest.get("owner") or name in manifest.get("share_with", [])

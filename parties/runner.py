@@ -1,0 +1,143 @@
+"""Layer: server. Running one selection job on its mesh: load the shares, run pi_GINI-FS, commit.
+
+Every server loads its shares of the dataset (checked against their SHA-256), runs the
+protocol of the job's security setting over the job's TLS channel, stages its share of D',
+exchanges one final all-party round and commits the result under the analyst's name. Stored
+datasets are never touched; a failure stops the job on every server (the channel tells the
+peers why and, for cheating, which check failed) and leaves nothing stored.
+
+``Runtime`` says what a job runs on: the channel, the scheme of a setting, and the server's own
+input shares as loaded. The product uses the defaults; the cheating-server harness of the tests
+(tests/cheating_party.py) passes its own, so nothing in the product reads a fault setting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpcnet.config import Deployment
+from mpcnet.errors import CheatingDetected, InputError, MPCError
+from mpcnet.net.engine import RoundEngine
+from mpcnet.net.framing import FrameProtocol
+from mpcnet.net.tls import TLSChannel
+from mpcnet.schemes import registry
+from mpcnet.schemes.base import Scheme
+from parties.jobs import Job
+from parties.storage import Storage
+
+log = logging.getLogger("mpcnet.party")
+Shares = tuple[np.ndarray, np.ndarray | None]
+
+
+def _setting(security: str) -> type[Scheme]:
+    return registry.get(security).scheme
+
+
+def _as_loaded(data: np.ndarray, labels: np.ndarray | None) -> Shares:
+    return data, labels
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a job runs on (the defaults are the product's)."""
+
+    channel: Callable[[int, int, str, dict[int, FrameProtocol]], TLSChannel] = TLSChannel
+    scheme: Callable[[str], type[Scheme]] = _setting
+    inputs: Callable[[np.ndarray, np.ndarray | None], Shares] = _as_loaded
+
+
+@dataclass
+class JobRunner:
+    """Runs this server's part of jobs; ``engines`` holds the running ones (progress)."""
+
+    dep: Deployment
+    name: str
+    storage: Storage
+    runtime: Runtime = field(default_factory=Runtime)
+    engines: dict[str, RoundEngine] = field(default_factory=dict)
+
+    def progress(self, job_id: str) -> dict[str, Any] | None:
+        engine = self.engines.get(job_id)
+        if engine is None:
+            return None
+        return {"phase": engine.current_phase, "rounds": engine.rounds,
+                "bytes_sent": engine.bytes_sent}
+
+    async def run(self, job: Job, conns: dict[int, FrameProtocol]
+                  ) -> tuple[str | None, dict[str, Any] | None]:
+        """(why it failed or None, the job's figures), once the job has ended here."""
+        from mpcnet.featsel.gini_fs import gini_fs
+
+        party, t = self.dep.party(self.name), self.dep.timeouts
+        channel = self.runtime.channel(party, job.n_parties, job.id, conns)
+        engine = RoundEngine(channel, t.round + t.handshake)
+        channel.recv_timeout = t.round  # the channel's timeout names the silent peer
+        self.engines[job.id] = engine
+        staged: Path | None = None
+        start = time.perf_counter()
+        try:
+            # reading and checking (SHA-256) the shares may take long: not on the event loop
+            manifest, data, labels = await asyncio.to_thread(self.storage.load_dataset,
+                                                             job.dataset)
+            data, labels = self.runtime.inputs(data, labels)
+            if labels is None:
+                raise InputError(f"dataset {job.dataset!r} has no label")
+            schema = manifest["schema"]
+            with engine.phase("setup"):
+                scheme = await self.runtime.scheme(job.security).setup(engine)
+            data_shares, label_shares = await scheme.input(data, labels)
+            del data, labels
+            res = await gini_fs(scheme, data_shares, label_shares, len(schema["classes"]),
+                                job.k, np.asarray(schema["exponents"], dtype=np.int64))
+            del data_shares, label_shares
+            staged, files = self.storage.stage_result(
+                {"reduced": await scheme.output(res.reduced),
+                 "exponents": await scheme.output(res.exponents)})
+            with engine.phase("commit"):
+                await engine.broadcast(np.ones(1, dtype=np.uint8))  # all staged: commit
+            self.storage.commit_result(self._manifest(job, manifest, files), staged)
+            staged = None
+            figures = dict(engine.report(), seconds=round(time.perf_counter() - start, 4),
+                           wire={self.dep.servers[p].name: {"sent": a, "recv": b}
+                                 for p, (a, b) in channel.bytes_by_peer().items()})
+            log.info("job %s done in %.3f s: %s rounds, %s bytes sent; result %s stored",
+                     job.id, figures["seconds"], figures["rounds"], figures["bytes_sent"],
+                     job.result)
+            return None, figures
+        except (MPCError, OSError) as exc:
+            channel.abort(f"{self.name}: {exc}",
+                          exc.check if isinstance(exc, CheatingDetected) else None)
+            return self._failed(job, f"{type(exc).__name__}: {exc}", engine, start)
+        except Exception as exc:  # noqa: BLE001 - report, never crash the server
+            log.exception("job %s: internal error", job.id)
+            channel.abort(f"{self.name}: internal error")
+            return self._failed(job, f"{type(exc).__name__} on {self.name}: {exc}", engine,
+                                start)
+        finally:
+            if staged is not None:
+                self.storage.discard(staged)
+            self.engines.pop(job.id, None)
+            await channel.close()
+
+    def _manifest(self, job: Job, dataset: dict[str, Any], files: dict[str, Any]
+                  ) -> dict[str, Any]:
+        return {"name": job.result, "dataset": job.dataset, "job": job.id, "k": job.k,
+                "score": job.score, "security": job.security, "sharing": dataset["sharing"],
+                "rows": dataset["rows"], "party": self.dep.party(self.name),
+                "parties": [s.name for s in self.dep.servers[:job.n_parties]],
+                "owner": job.submitted_by, "share_with": job.request.get("share_with", []),
+                "request": job.request, "files": files}
+
+    @staticmethod
+    def _failed(job: Job, error: str, engine: RoundEngine, start: float
+                ) -> tuple[str, dict[str, Any]]:
+        log.warning("job %s failed: %s", job.id, error)
+        return error, dict(engine.report(), seconds=round(time.perf_counter() - start, 4))

@@ -1,0 +1,128 @@
+"""Layer: server. One owner's upload to one server, as a state machine without sockets.
+
+An upload is *described* (the contribution's metadata, checked against the dataset it joins
+before any array is sent), *receives* the share arrays it expects into a staging folder, is
+*staged* once it has them all, and is *committed* (made part of the dataset, numbered) or
+*aborted* (its staging removed). The client commits only once every server has staged its
+part, first on the coordinator, which numbers the contribution, then on the others with that
+number, so every server orders contributions alike (``client.uploads``). A session that ends
+before its commit aborts it; nothing half-received is ever visible.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpcnet.config import Deployment, check_name
+from mpcnet.errors import ConfigError, InputError
+from mpcnet.schemes.registry import for_sharing
+from parties import catalog
+from parties.access import check_contributor
+from parties.storage import Storage, write_array
+
+
+class Upload:
+    """One contribution being uploaded by ``owner`` to the server ``party``."""
+
+    def __init__(self, storage: Storage, meta: dict[str, Any], owner: str,
+                 expect: dict[str, tuple[int, ...]], entry: dict[str, Any]) -> None:
+        self.storage, self.meta, self.owner = storage, meta, owner
+        self.expect = expect  # part name -> the shape of this server's share array
+        self.entry = entry  # the contribution as the manifest will list it
+        self.folder: Path = storage.stage("upload")
+        self.files: dict[str, dict[str, Any]] = {}
+        self.state = "receiving"
+
+    @property
+    def id(self) -> str:
+        return str(self.meta["id"])
+
+    @property
+    def dataset(self) -> str:
+        return str(self.meta["dataset"])
+
+    @classmethod
+    def describe(cls, storage: Storage, dep: Deployment, party: int, owner: str,
+                 meta: Any) -> Upload:
+        """Check the description of an upload against the dataset it joins (before any
+        array is sent) and open its staging folder."""
+        if not isinstance(meta, dict):
+            raise InputError("upload without a description")
+        dataset = check_name("dataset", str(meta.get("dataset", "")))
+        check_contributor(dep, owner, dataset)
+        check_name("upload id", str(meta.get("id", "")))
+        sharing = str(meta.get("sharing"))
+        try:
+            info = for_sharing(sharing)
+        except ConfigError as exc:
+            raise InputError(str(exc)) from None
+        if party >= info.n_parties:
+            raise InputError(f"{sharing} uses {info.n_parties} servers; party {party} is not "
+                             "one of them")
+        lead = tuple(info.share(np.zeros((1, 1), dtype=np.uint64))[party].shape[:-2])
+        manifest = storage.dataset(dataset)
+        entry = catalog.entry(meta, owner)
+        catalog.assemble(dataset, meta["layout"], sharing,
+                         ([*manifest["contributions"]] if manifest else []) + [entry],
+                         (manifest["layout"], manifest["sharing"]) if manifest else None)
+        expect = {"data": lead + (meta["rows"], len(meta["columns"]))}
+        if meta.get("label") is not None:
+            expect["labels"] = lead + (meta["rows"], len(meta["classes"]) - 1)
+        return cls(storage, meta, owner, expect, entry)
+
+    def receive(self, part: Any, arr: np.ndarray | None) -> None:
+        """One share array: it must be one still expected, uint64, of the expected shape.
+        The server names the file (never after anything the client sent)."""
+        if self.state != "receiving" or part not in self.expect or part in self.files \
+                or arr is None:
+            raise InputError(f"upload: expected the arrays {sorted(self.expect)}")
+        if arr.dtype != np.uint64 or arr.shape != self.expect[part]:
+            raise InputError(f"upload: {part} must be uint64 of shape {self.expect[part]}, "
+                             f"got {arr.dtype} {arr.shape}")
+        self.files[part] = write_array(self.folder / f"{uuid.uuid4().hex}.{part}.npy", arr)
+        if len(self.files) == len(self.expect):
+            self.state = "staged"
+
+    def commit(self, is_coordinator: bool, seq: Any) -> dict[str, Any]:
+        """Make the staged contribution part of its dataset: numbered here on the coordinator,
+        with the coordinator's number ``seq`` on a member."""
+        if self.state != "staged":
+            raise InputError(f"upload {self.id} is not staged; send every array first")
+        manifest = self.storage.dataset(self.dataset)
+        existing = manifest["contributions"] if manifest else []
+        if is_coordinator:
+            seq = 1 + max((c.get("seq", 0) for c in existing), default=0)
+        elif not isinstance(seq, int) or isinstance(seq, bool):
+            raise InputError("commit on a member server needs the coordinator's sequence number")
+        entry = dict(self.entry, seq=seq, files=self.files, stored=time.time())
+        new = catalog.assemble(self.dataset, self.meta["layout"], str(self.meta["sharing"]),
+                               [*existing, entry],
+                               (manifest["layout"], manifest["sharing"]) if manifest else None)
+        self.storage.commit_contribution(new, self.folder)
+        self.state = "committed"
+        return {"seq": seq, "digest": catalog.digest(new), "rows": new["rows"]}
+
+    def abort(self) -> bool:
+        """Drop the staged parts (nothing of them was visible); False if already ended."""
+        if self.state in ("committed", "aborted"):
+            return False
+        self.storage.discard(self.folder)
+        self.state = "aborted"
+        return True
+
+
+def withdraw(storage: Storage, dep: Deployment, owner: str, dataset: Any, upload_id: Any
+             ) -> bool:
+    """Remove a committed contribution of ``owner`` (the client does it when a commit failed
+    on another server); False if it has none of that id."""
+    dataset = check_name("dataset", str(dataset))
+    check_contributor(dep, owner, dataset)
+    manifest = storage.dataset(dataset)
+    mine = manifest is not None and any(c["id"] == upload_id and c["owner"] == owner
+                                        for c in manifest["contributions"])
+    return bool(mine and storage.withdraw(dataset, str(upload_id)))

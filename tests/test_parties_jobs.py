@@ -1,0 +1,217 @@
+"""parties.jobs without sockets: when the coordinator queues a job and a member takes part.
+
+Two servers' job books (alice, the coordinator, and bob, a member) over real storage folders
+holding the same dataset, uploaded through ``parties.uploads``; requests signed with the
+analyst's real key (``mpc-certs``). A cheating coordinator is simulated by handing bob
+specifications that differ from what the analyst signed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from certs.pki import init_deployment
+from client.local import CLIENTS, write_config
+from mpcnet import config
+from mpcnet.config import Deployment
+from mpcnet.errors import AccessDenied, CheatingDetected, InputError
+from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest, load_ca
+from mpcnet.schemes import registry
+from parties import catalog
+from parties.jobs import JobBook
+from parties.storage import Storage
+from parties.uploads import Upload
+
+ROWS, COLS, K = 20, 4, 2
+
+
+@dataclasses.dataclass
+class World:
+    dep: Deployment
+    alice: JobBook
+    bob: JobBook
+    ids: Iterator[int]
+
+    def request(self, who: str = "analyst", **over: Any) -> dict[str, Any]:
+        """A fresh request for study/k=2/active3 -> ``top`` (fields overridden), signed by
+        ``who``'s key."""
+        cert, key = self.dep.identity(who)
+        r = dataclasses.replace(JobRequest.new("analyst", "study", K, "ms-gini", "active3", "top"),
+                                **over)
+        return SignedRequest.sign(r, key, cert).to_wire()
+
+    def spec(self, request: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
+        """The coordinator's specification of a job for ``request`` (fields overridden; those
+        of a fresh request where ``request`` is no request at all)."""
+        wire = request if request is not None else self.request()
+        r = SignedRequest.from_wire(wire if wire else self.request()).request
+        digest = catalog.digest(self.bob.storage.dataset("study"))
+        return {"id": f"{next(self.ids):012x}", "dataset": r.dataset, "digest": digest,
+                "k": r.k, "score": r.score, "security": r.security, "result": r.result,
+                "submitted_by": r.analyst, "n_parties": 3, "request": wire} | over
+
+
+def _share_dataset(storage: Storage, dep: Deployment, party: int) -> None:
+    """The same contribution to dataset ``study`` on this server (its own share of it)."""
+    meta = catalog.contribution_meta(
+        dataset="study", upload_id="u1", layout="rows", sharing="passive3", rows=ROWS,
+        columns=[f"c{i}" for i in range(COLS)], exponents=[0] * COLS, categories={},
+        label="y", classes=["0", "1"])
+    info = registry.for_sharing("passive3")
+    up = Upload.describe(storage, dep, party, "hospital-a", meta)
+    up.receive("data", info.share(np.zeros((ROWS, COLS), np.uint64))[party])
+    up.receive("labels", info.share(np.zeros((ROWS, 1), np.uint64))[party])
+    up.commit(is_coordinator=True, seq=None)
+
+
+def _expired() -> dict[str, float]:
+    """A validity that ended before now, beyond the clocks' tolerance."""
+    end = time.time() - CLOCK_SKEW - 1
+    return {"issued": end - 3600, "expires": end}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    dep = config.load(write_config(tmp_path, 3, ports=[7001, 7002, 7003],
+                                   clients=CLIENTS + (("analyst-2", "analyst"),)))
+    init_deployment(dep)
+    books = []
+    for name in ("alice", "bob"):
+        storage = Storage(dep.server(name).data_dir)
+        storage.open()
+        _share_dataset(storage, dep, dep.party(name))
+        books.append(JobBook(dep, name, storage, load_ca(dep.ca)))
+    yield World(dep, books[0], books[1], itertools.count(0xABC000))
+    for book in books:
+        book.storage.close()
+
+
+# -- the coordinator ----------------------------------------------------------------------------
+def test_the_coordinator_queues_only_a_signed_request_of_the_analyst_itself(world: World) -> None:
+    job = world.alice.submit(world.request(), "analyst")
+    assert job.state == "queued" and job.signed and job.submitted_by == "analyst"
+    assert job.digest == catalog.digest(world.alice.storage.dataset("study"))
+    with pytest.raises(AccessDenied, match="analyst-2 sent a job request signed by analyst"):
+        world.alice.submit(world.request(), "analyst-2")
+    with pytest.raises(InputError, match="already being computed"):
+        world.alice.submit(world.request(), "analyst")  # the same result name, still queued
+    with pytest.raises(InputError, match="no signed job request"):
+        world.alice.submit({}, "analyst")
+    with pytest.raises(InputError, match="not stored on alice"):
+        world.alice.submit(world.request(dataset="other", result="x"), "analyst")
+    with pytest.raises(InputError, match="k must be between 1 and 3"):
+        world.alice.submit(world.request(k=COLS, result="y"), "analyst")
+
+
+def test_a_request_runs_once_even_after_a_restart(world: World) -> None:
+    wire = world.request()
+    job = world.alice.submit(wire, "analyst")
+    world.alice.start(job)
+    world.alice.finish(job, "PeerError: bob went away", None)
+    with pytest.raises(InputError, match=f"already used by job {job.id}"):
+        world.alice.submit(wire, "analyst")  # a failed job's request is used up too
+    restarted = JobBook(world.dep, "alice", world.alice.storage, world.alice.ca)
+    restarted.load()
+    with pytest.raises(InputError, match="already used"):
+        restarted.submit(wire, "analyst")
+
+
+def test_a_queued_job_whose_request_expired_does_not_start(world: World) -> None:
+    job = world.alice.submit(world.request(), "analyst")
+    expired = dataclasses.replace(SignedRequest.from_wire(job.request).request,
+                                  **_expired())
+    cert, key = world.dep.identity("analyst")
+    job.request = SignedRequest.sign(expired, key, cert).to_wire()
+    with pytest.raises(AccessDenied, match="expired"):
+        world.alice.before_start(job)
+
+
+def test_a_restart_fails_the_jobs_it_interrupted(world: World) -> None:
+    queued = world.alice.submit(world.request(result="a"), "analyst")
+    running = world.alice.submit(world.request(result="b"), "analyst")
+    world.alice.start(running)
+    restarted = JobBook(world.dep, "alice", world.alice.storage, world.alice.ca)
+    restarted.load()
+    for job_id in (queued.id, running.id):
+        rec = restarted.jobs[job_id]
+        assert rec.state == "failed" and rec.error == "alice restarted during the job"
+
+
+def test_an_analyst_sees_its_own_jobs_and_those_shared_with_it(world: World) -> None:
+    mine = world.alice.submit(world.request(result="mine"), "analyst")
+    shared = world.alice.submit(world.request(result="ours", share_with=("analyst-2",)),
+                                "analyst")
+    assert [j.id for j in world.alice.visible("analyst", "analyst")] == [mine.id, shared.id]
+    assert [j.id for j in world.alice.visible("analyst-2", "analyst")] == [shared.id]
+    assert len(world.alice.visible("bob", "server")) == 2  # healthchecks see every job
+    with pytest.raises(InputError, match="no job"):
+        world.alice.get(mine.id, "analyst-2", "analyst")
+    assert world.alice.get(shared.id, "analyst-2", "analyst") is shared
+
+
+# -- a member -----------------------------------------------------------------------------------
+def test_a_member_runs_the_job_the_analyst_signed(world: World) -> None:
+    job = world.bob.accept(world.spec())
+    assert job.state == "running" and job.signed and job.started is not None
+    assert world.bob.storage.load_jobs()[-1]["id"] == job.id  # recorded
+
+
+def test_a_member_refuses_every_other_job_and_says_why(world: World) -> None:
+    w = world
+    cases = {
+        "a job id climbing out of jobs/": (w.spec(id="../../evil"), InputError, "job id"),
+        "a job id with a newline": (w.spec(id="0123456789ab\n"), InputError, "job id"),
+        "no signed request": (w.spec({}), CheatingDetected, "no signed job request"),
+        "3 parties said for 4": (w.spec(n_parties=4), CheatingDetected, "says n_parties 4"),
+        "another k than signed": (w.spec(k=K + 1), CheatingDetected, "says k 3"),
+        "k not an integer": (w.spec(k="2"), CheatingDetected, "says k '2'"),
+        "passive3 for a signed active3": (w.spec(security="passive3"), CheatingDetected,
+                                          "says security 'passive3'"),
+        "another dataset": (w.spec(dataset="other"), CheatingDetected, "says dataset"),
+        "another result name": (w.spec(result="stolen"), CheatingDetected, "says result"),
+        "another analyst": (w.spec(submitted_by="analyst-2"), CheatingDetected,
+                            "says submitted_by"),
+        "the request's k changed": (w.spec(w.request() | {"k": K + 1}, k=K + 1),
+                                    CheatingDetected, "does not verify"),
+        "signed by the coordinator": (w.spec(w.request("alice")), CheatingDetected,
+                                      "certificate of ['alice']"),
+        "expired": (w.spec(w.request(**_expired())), CheatingDetected, "expired"),
+        "no dataset digest": (w.spec(digest=""), InputError, "digest"),
+        "a dataset digest of another copy": (w.spec(digest="0" * 16), InputError,
+                                             "differs from the coordinator's copy"),
+    }
+    for name, (spec, error, words) in cases.items():
+        with pytest.raises(error) as info:
+            world.bob.accept(spec)
+        assert words in str(info.value), (name, str(info.value))
+        if isinstance(spec["id"], str) and spec["id"] in world.bob.jobs:
+            rec = world.bob.jobs[spec["id"]]  # recorded for the analyst, never started
+            assert rec.state == "failed" and rec.started is None and words in str(rec.error)
+    assert not any(j.state == "running" for j in world.bob.jobs.values())
+
+
+def test_a_request_is_used_up_once_its_signature_verifies_on_the_member(world: World) -> None:
+    wire = world.request()
+    with pytest.raises(CheatingDetected, match="says k"):
+        world.bob.accept(world.spec(wire, k=K + 1))  # refused, but the request verified
+    with pytest.raises(CheatingDetected, match="already used"):
+        world.bob.accept(world.spec(wire))  # so it cannot run later, even honestly
+    # a forgery whose signature fails uses nothing: the analyst's own request still runs
+    honest = world.request()
+    forged = honest | {"signature": "00" * 64}
+    with pytest.raises(CheatingDetected, match="does not verify"):
+        world.bob.accept(world.spec(forged))
+    assert world.bob.accept(world.spec(honest)).state == "running"
+
+
+def test_a_setting_the_deployment_cannot_run_is_refused(world: World) -> None:
+    with pytest.raises(InputError, match="active4 needs 4 servers; this deployment has 3"):
+        world.bob.accept(world.spec(world.request(security="active4"), n_parties=4))

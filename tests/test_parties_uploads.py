@@ -1,0 +1,133 @@
+"""parties.uploads without sockets: describe, receive, stage, commit or abort one upload."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from client.local import write_config
+from mpcnet import config
+from mpcnet.config import Deployment
+from mpcnet.errors import AccessDenied, InputError
+from mpcnet.schemes import registry
+from parties import catalog
+from parties.storage import Storage
+from parties.uploads import Upload, withdraw
+
+ROWS, COLS = 6, 3
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[Deployment, Storage]]:
+    dep = config.load(write_config(tmp_path, 3, ports=[7001, 7002, 7003],
+                                   extra_client_lines={"outsider": 'datasets = ["elsewhere"]'}))
+    storage = Storage(tmp_path / "data")
+    storage.open()
+    yield dep, storage
+    storage.close()
+
+
+def _meta(**over: Any) -> dict[str, Any]:
+    return catalog.contribution_meta(
+        dataset="d", upload_id="u1", layout="rows", sharing="passive3", rows=ROWS,
+        columns=[f"c{i}" for i in range(COLS)], exponents=[0] * COLS, categories={},
+        label="y", classes=["0", "1"]) | over
+
+
+def _shares(party: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    info = registry.for_sharing("passive3")
+    return (info.share(np.zeros((ROWS, COLS), np.uint64))[party],
+            info.share(np.zeros((ROWS, 1), np.uint64))[party])
+
+
+def test_an_upload_is_described_then_staged_then_committed(setup: tuple[Deployment, Storage]
+                                                           ) -> None:
+    dep, storage = setup
+    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    assert up.expect == {"data": (2, ROWS, COLS), "labels": (2, ROWS, 1)}
+    data, labels = _shares()
+    up.receive("data", data)
+    assert up.state == "receiving" and storage.dataset("d") is None
+    with pytest.raises(InputError, match="not staged"):
+        up.commit(is_coordinator=True, seq=None)
+    up.receive("labels", labels)
+    assert up.state == "staged" and storage.dataset("d") is None  # nothing visible yet
+    with pytest.raises(InputError, match="coordinator's sequence number"):
+        up.commit(is_coordinator=False, seq=None)
+    done = up.commit(is_coordinator=False, seq=7)
+    assert done["seq"] == 7 and storage.dataset("d")["rows"] == ROWS
+    # the server names the stored files itself, never after the client's upload id
+    files = storage.dataset("d")["contributions"][0]["files"]
+    assert all("u1" not in entry["file"] for entry in files.values())
+
+
+def test_the_coordinator_numbers_contributions(setup: tuple[Deployment, Storage]) -> None:
+    dep, storage = setup
+    for i, owner in enumerate(("hospital-a", "hospital-b"), start=1):
+        up = Upload.describe(storage, dep, 0, owner, _meta(id=f"u{i}"))
+        for part, arr in zip(("data", "labels"), _shares(0), strict=True):
+            up.receive(part, arr)
+        assert up.commit(is_coordinator=True, seq=99)["seq"] == i  # its own number wins
+
+
+def test_arrays_must_be_the_ones_described(setup: tuple[Deployment, Storage]) -> None:
+    dep, storage = setup
+    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    data, _ = _shares()
+    for part, arr, words in (("keys", data, "expected the arrays"),
+                             ("data", None, "expected the arrays"),
+                             ("data", data.astype(np.float64), "must be uint64"),
+                             ("data", data[:, :-1], "of shape")):
+        with pytest.raises(InputError, match=words):
+            up.receive(part, arr)
+    up.receive("data", data)
+    with pytest.raises(InputError, match="expected the arrays"):
+        up.receive("data", data)  # twice
+
+
+def test_bad_descriptions_are_refused_before_any_array(setup: tuple[Deployment, Storage]
+                                                       ) -> None:
+    dep, storage = setup
+    cases = {
+        "no description": ("x", InputError, "without a description"),
+        "an id climbing out of the folder": (_meta(id="../../escape"), InputError, "upload id"),
+        "an id with a newline": (_meta(id="u\n"), InputError, "upload id"),
+        "an empty id": (_meta(id=""), InputError, "upload id"),
+        "a list for an id": (_meta(id=[]), InputError, "upload id"),
+        "a dataset name climbing out": (_meta(dataset="../d"), InputError, "dataset name"),
+        "an unknown sharing": (_meta(sharing="rot13"), InputError, "unknown sharing"),
+        "no rows": (_meta(rows=0), InputError, "at least one row"),
+        "one exponent too few": (_meta(exponents=[0]), InputError, "one exponent per column"),
+    }
+    for name, (meta, error, words) in cases.items():
+        with pytest.raises(error, match=words):
+            Upload.describe(storage, dep, 1, "hospital-a", meta)
+            pytest.fail(name)
+    with pytest.raises(AccessDenied, match="may not contribute to dataset 'd'"):
+        Upload.describe(storage, dep, 1, "outsider", _meta())
+    assert not list(storage.staging.iterdir())  # no staging folder left behind
+    assert not list(storage.root.parent.rglob("escape*"))
+
+
+def test_an_aborted_upload_leaves_nothing(setup: tuple[Deployment, Storage]) -> None:
+    dep, storage = setup
+    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    up.receive("data", _shares()[0])
+    assert up.abort() and not up.folder.exists() and storage.dataset("d") is None
+    assert not up.abort()  # once
+
+
+def test_an_owner_withdraws_only_its_own_contribution(setup: tuple[Deployment, Storage]
+                                                      ) -> None:
+    dep, storage = setup
+    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    for part, arr in zip(("data", "labels"), _shares(), strict=True):
+        up.receive(part, arr)
+    up.commit(is_coordinator=True, seq=None)
+    assert not withdraw(storage, dep, "hospital-b", "d", "u1")
+    assert withdraw(storage, dep, "hospital-a", "d", "u1")
+    assert storage.dataset("d") is None or not storage.dataset("d")["contributions"]
