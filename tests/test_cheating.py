@@ -146,7 +146,7 @@ def test_cheating_in_truncation_and_random_bits_is_detected(cheater: int) -> Non
 def test_wrong_input_share_is_detected(scheme: str, cheater: int) -> None:
     ran = _run(scheme, None, bad_input=cheater)
     honest = [o for i, o in enumerate(ran) if i != cheater]
-    # caught by the first check the wrong share reaches (active4: a product's joint-message
-    # hash, or the input consistency check; active3: the input consistency check)
-    assert any(isinstance(o, CheatingDetected) for o in honest)
+    # caught by the input check, the round before anything is computed on the shares
+    caught = [o for o in honest if isinstance(o, CheatingDetected)]
+    assert caught and {o.check for o in caught} == {"input consistency"}, honest
     assert not any(isinstance(o, np.ndarray) for o in honest)

@@ -68,9 +68,12 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
   from a word the cheater changed would otherwise tell it, through the claim's digest, bits of
   a triple it lacks (and so of the AND's secret inputs), by brute force over the few
   candidates its change allows.
-- Inputs: clients share 64-bit values as for passive3 (``rep3.share``); ``note_input`` hashes
-  the components each pair of servers holds in common, compared in ``verify``; the MACs come
-  from one product with alpha.
+- Inputs: clients share 64-bit values as for passive3 (``rep3.share``). ``input`` first has
+  the two holders of each component compare its digest, in a round of its own
+  (``verify_inputs``), then computes the MACs with one product with alpha. Nothing is computed
+  on a component before its holders agree: otherwise an owner colluding with the cheater could
+  give two honest holders different copies, and the digests they later send would carry the
+  difference, which depends on other owners' data.
 - The coin: the XOR of one PRF output under each pairwise key; each party learns the output of
   the key it lacks from both its holders, who must agree (``CheatingDetected("coin")``). The
   key the two honest parties share makes it unpredictable to the third until it is sent.
@@ -82,6 +85,13 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
 
 ``verify`` takes four rounds: triples with the MAC sums, coin with alpha w, the openings of
 the AND check, digests.
+
+Why a subclass of ``Rep3`` rather than a wrapper around it (as MP-SPDZ's ``SpdzWise`` wraps a
+passive protocol): the binary world is rep3's unchanged (bit-sliced ANDs, XORs, random bits,
+the pairwise-PRF zero sharings and reshares, checked here only by queueing each AND), so it is
+inherited; the arithmetic world is a different data layout (Z_2^128, value and MAC), so its
+operations are overridden, each calling rep3's reshare and PRF helpers on the wider words. A
+wrapper would have to forward the binary half method by method and expose those helpers anyway.
 """
 
 from __future__ import annotations
