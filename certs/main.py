@@ -17,18 +17,24 @@ from mpcnet import config
 from mpcnet.errors import MPCError
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mpc-certs", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="cmd", required=True)
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``mpc-certs``."""
+    p = argparse.ArgumentParser(prog="mpc-certs", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
     p_init = sub.add_parser("init", help="make the CA and a key+certificate per server/client")
-    p_init.add_argument("--config", required=True, type=Path)
-    p_init.add_argument("--out", type=Path, help="write every file here instead of the paths "
-                        "the configuration names")
-    p_init.add_argument("--force", action="store_true", help="replace existing files")
+    p_init.add_argument("--config", required=True, type=Path, help="deployment TOML file")
+    p_init.add_argument("--out", type=Path, help="write every file here (default: the paths "
+                        "the configuration names)")
+    p_init.add_argument("--force", action="store_true",
+                        help="replace existing files (default: refuse to)")
     p_show = sub.add_parser("show", help="print the fingerprints of the configured certificates")
-    p_show.add_argument("--config", required=True, type=Path)
-    args = parser.parse_args(argv)
+    p_show.add_argument("--config", required=True, type=Path, help="deployment TOML file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         dep = config.load(args.config)
         if args.cmd == "init":

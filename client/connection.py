@@ -36,6 +36,7 @@ class ServerSession:
         self.conn = conn
         self.timeout = timeout
         self.info: dict[str, Any] = {}
+        self._turn = asyncio.Lock()  # one request and its answer at a time on the connection
 
     @property
     def name(self) -> str:
@@ -83,8 +84,11 @@ class ServerSession:
         return message.fields
 
     async def request(self, op: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
-        self.conn.send(*wire.encode(wire.Request(op, args)))
-        return await self._reply(timeout)
+        """Send ``op`` and wait for its answer; concurrent callers take turns, so that each
+        gets the answer to its own request."""
+        async with self._turn:
+            self.conn.send(*wire.encode(wire.Request(op, args)))
+            return await self._reply(timeout)
 
     async def send_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for name, arr in arrays.items():
@@ -113,17 +117,25 @@ class Connections:
         self.sessions: dict[str, ServerSession] = {}
 
     async def session(self, server: ServerConfig) -> ServerSession:
+        """The session with ``server``, opened if need be within the probe timeout: a client
+        does not wait on a server that is down (servers wait longer for each other)."""
         s = self.sessions.get(server.name)
         if s is None or s.conn.closed:
-            s = await ServerSession.open(self.dep, self.identity, server)
+            s = await ServerSession.open(self.dep, self.identity, server,
+                                         connect_timeout=self.dep.timeouts.probe)
             self.sessions[server.name] = s
         return s
 
     async def sessions_for(self, servers: list[ServerConfig]) -> list[ServerSession]:
+        """Sessions with every one of ``servers``, opened at once; if some cannot be reached,
+        the error names them all."""
         got = await asyncio.gather(*(self.session(s) for s in servers), return_exceptions=True)
-        for g in got:
-            if isinstance(g, BaseException):
-                raise g
+        failed = [g for g in got if isinstance(g, BaseException)]
+        if len(failed) == 1 or any(type(g) is not PeerError for g in failed):
+            raise failed[0]  # one server, or a refusal that is no outage (certificate...)
+        if failed:
+            raise PeerError(f"{len(failed)} servers cannot be reached: "
+                            + "; ".join(str(g) for g in failed))
         return list(got)  # type: ignore[arg-type]
 
     def close(self) -> None:
@@ -133,8 +145,7 @@ class Connections:
 
     # -- status and listings ------------------------------------------------------------------
     async def probe_session(self, server: ServerConfig) -> ServerSession:
-        """A fresh, short-lived session (connect within the probe timeout): for asking every
-        server at once without waiting on one that is down."""
+        """A fresh, short-lived session (connect within the probe timeout), not kept."""
         return await ServerSession.open(self.dep, self.identity, server,
                                         connect_timeout=self.dep.timeouts.probe)
 
@@ -159,10 +170,23 @@ class Connections:
                         "error": str(exc), "mesh_ok": False}
         return list(await asyncio.gather(*(one(s) for s in servers)))
 
-    async def listing(self, op: str) -> dict[str, list[dict[str, Any]]]:
-        """``op`` (datasets, results, jobs) as answered by each server."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        for s in await self.sessions_for(list(self.dep.servers)):
-            out[s.name] = (await s.request(op))[op]
-        return out
+    async def listing(self, op: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+        """``op`` (datasets, results, jobs) as answered by each server that answers, and why
+        each of the others did not (all asked at once, none waited on past the probe
+        timeout)."""
+        async def one(s: ServerConfig) -> list[dict[str, Any]]:
+            session = await self.session(s)
+            answer = await session.request(op, timeout=self.dep.timeouts.probe)
+            return answer[op]  # type: ignore[no-any-return]
+
+        got = await asyncio.gather(*(one(s) for s in self.dep.servers), return_exceptions=True)
+        answered, missing = {}, {}
+        for s, g in zip(self.dep.servers, got, strict=True):
+            if type(g) is PeerError:  # unreachable; a refused certificate is raised
+                missing[s.name] = str(g)
+            elif isinstance(g, BaseException):
+                raise g
+            else:
+                answered[s.name] = g
+        return answered, missing
 

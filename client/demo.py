@@ -13,7 +13,6 @@ equals the plaintext result.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from client.results import Reduced
 from mpcnet.errors import MPCError
 
 
@@ -37,26 +37,26 @@ def _split_rows(table: Any, cut: int) -> tuple[Any, Any]:
 
 
 def plaintext_reference(table: Any, exponents: np.ndarray, classes: list[str], k: int
-                        ) -> np.ndarray:
+                        ) -> Reduced:
     """D' computed in the clear from the same encoded values (mpcnet.plain)."""
     from mpcnet.dataset import class_codes
-    from mpcnet.fixedpoint import decode, encode
+    from mpcnet.fixedpoint import encode
     from mpcnet.plain import msgini_fraction, reduce, topk_fraction
 
     x = encode(table.values, exponents, table.columns)
     _, codes = class_codes(table.labels, classes)
     q, d = msgini_fraction(x, codes, len(classes))
     idx = topk_fraction(q, d, k)
-    return decode(reduce(x, idx), exponents[idx])
+    return Reduced(reduce(x, idx), np.asarray(exponents)[idx])
 
 
-async def _drive(cluster: Any, name: str, k: int, security: str, out: Any) -> dict[str, Any]:
-    from client.results import reconstruct
+async def _drive(cluster: Any, name: str, table: Any, k: int, security: str, out: Any
+                 ) -> dict[str, Any]:
+    from client.results import reconstruct_encoded
     from client.session import Client
-    from mpcnet.dataset import BUNDLED, read_bundled
+    from mpcnet.dataset import BUNDLED
 
     spec = BUNDLED[name]
-    table = await asyncio.to_thread(read_bundled, name)
     m = table.values.shape[0]
     first, second = _split_rows(table, m // 2)
     times: dict[str, float] = {}
@@ -78,7 +78,7 @@ async def _drive(cluster: Any, name: str, k: int, security: str, out: Any) -> di
         times["select"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         fetched = await analyst.fetch(f"{name}-top{k}")
-        reduced = reconstruct(fetched)
+        reduced = reconstruct_encoded(fetched)
         times["fetch"] = time.perf_counter() - t0
         per_server = {}
         for srv in cluster.dep.servers[:job["n_parties"]]:
@@ -95,35 +95,55 @@ async def _drive(cluster: Any, name: str, k: int, security: str, out: Any) -> di
         first_owner.close()
     expected = plaintext_reference(table, np.asarray(schema["exponents"], dtype=np.int64),
                                    schema["classes"], k)
-    equal = reduced.shape == expected.shape and bool(np.array_equal(reduced, expected))
-    return {"job": job, "per_server": per_server, "equal": equal, "shape": reduced.shape,
+    equal = (np.array_equal(reduced.encoded, expected.encoded)
+             and np.array_equal(reduced.exponents, expected.exponents))
+    return {"job": job, "per_server": per_server, "equal": equal,
+            "shape": reduced.encoded.shape,
             "times": times}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``mpc-demo``."""
+    from mpcnet.dataset import BUNDLED
+
+    p = argparse.ArgumentParser(prog="mpc-demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", choices=sorted(BUNDLED), default="lsvt",
+                   help="the bundled dataset (default: lsvt)")
+    p.add_argument("--k", type=int, help="features to keep (default: the paper's k)")
+    p.add_argument("--security", default="passive3",
+                   help="passive3 | active3 | active4 (default: passive3)")
+    p.add_argument("--workdir", type=Path,
+                   help="keep certificates, data and logs here (default: a temporary folder, "
+                        "deleted at the end)")
+    p.add_argument("--keep", action="store_true",
+                   help="do not delete the work folder (default: delete it)")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
     from client.local import LocalCluster
     from client.main import _fmt_bytes
-    from mpcnet.dataset import BUNDLED
+    from mpcnet.dataset import BUNDLED, read_bundled
     from mpcnet.net.tls import run
+    from mpcnet.schemes import registry
 
-    p = argparse.ArgumentParser(prog="mpc-demo", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", choices=sorted(BUNDLED), default="lsvt")
-    p.add_argument("--k", type=int, help="features to keep (default: the paper's k)")
-    p.add_argument("--security", default="passive3", help="passive3 | active3 | active4")
-    p.add_argument("--workdir", type=Path, help="keep certificates, data and logs here")
-    p.add_argument("--keep", action="store_true", help="do not delete the work folder")
-    args = p.parse_args(argv)
+    args = parser().parse_args(argv)
     k = args.k or BUNDLED[args.dataset].k
 
     def out(msg: str) -> None:
         print(msg, flush=True)
 
-    try:
-        from mpcnet.schemes import registry
+    try:  # every argument is checked before a server starts
         n = registry.get(args.security).n_parties
+        table = read_bundled(args.dataset)
     except MPCError as exc:
         print(f"mpc-demo: {exc}", file=sys.stderr)
+        return 2
+    p = table.values.shape[1]
+    if not 0 < k < p:
+        print(f"mpc-demo: --k must be between 1 and {p - 1} ({args.dataset} has {p} features), "
+              f"got {k}", file=sys.stderr)
         return 2
     work = args.workdir or Path(tempfile.mkdtemp(prefix="mpc-demo-"))
     code = 1
@@ -136,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start()
             out(f"  servers up in {time.perf_counter() - t0:.1f} s")
             try:
-                r = run(_drive(cluster, args.dataset, k, args.security, out))
+                r = run(_drive(cluster, args.dataset, table, k, args.security, out))
             except MPCError as exc:
                 print(f"mpc-demo: {exc}", file=sys.stderr)
                 for name in names:

@@ -39,6 +39,7 @@ class Selecting(Connections):
         request = JobRequest.new(self.identity, dataset, k, score, security, result,
                                  share_with, valid_for)
         wire = SignedRequest.sign(request, key, cert).to_wire()
+        await self._check_mesh(self.dep.servers[:n])
         leader = await self.session(self.dep.leader)
         job = (await leader.request("select", request=wire))["job"]
         while job["state"] in ("queued", "running"):
@@ -70,6 +71,20 @@ class Selecting(Connections):
         self._check_records(job, wire, {s.name: records[s.name]
                                         for s in self.dep.servers[1:n]})
         return job  # type: ignore[no-any-return]
+
+    async def _check_mesh(self, servers: tuple[ServerConfig, ...]) -> None:
+        """Refuse at once (``PeerError`` naming them) if one of the job's servers cannot be
+        reached, by this client or by the coordinator, rather than queue a job that would
+        fail after the servers' connect timeout."""
+        await self.sessions_for(list(servers))
+        leader = await self.session(self.dep.leader)
+        mesh = (await leader.request("status", mesh=True,
+                                     timeout=self.dep.timeouts.probe + 1))["mesh"]
+        cut = {s.name: mesh.get(s.name) for s in servers[1:] if mesh.get(s.name) != "ok"}
+        if cut:
+            raise PeerError(f"the coordinator {self.dep.leader.name} cannot reach "
+                            + "; ".join(f"{name} ({why})" for name, why in cut.items())
+                            + "; no job was started")
 
     def _check_records(self, job: dict[str, Any], wire: dict[str, Any],
                        members: dict[str, dict[str, Any] | MPCError]) -> None:

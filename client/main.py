@@ -13,47 +13,61 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from mpcnet import config
 from mpcnet.errors import AccessDenied, CheatingDetected, MPCError, PeerError
 from mpcnet.net.tls import run
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``mpc-client``."""
     p = argparse.ArgumentParser(prog="mpc-client", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, type=Path, help="deployment TOML file")
     p.add_argument("--as", dest="identity", required=True,
                    help="who you are: a client (or server, for status) name in the file")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print machine-readable JSON (default: text)")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("share", help="secret-share a CSV file as a contribution to a dataset")
-    s.add_argument("file", type=Path)
-    s.add_argument("--dataset", required=True)
-    s.add_argument("--label", help="the label column (required by rows; one owner by columns)")
+    s.add_argument("file", type=Path, help="the CSV file (plain or gzip, UTF-8, header row)")
+    s.add_argument("--dataset", required=True, help="the dataset it contributes to (created "
+                   "by its first contribution)")
+    s.add_argument("--label", help="the label column (required by rows; one owner by columns; "
+                   "default: none)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--rows", dest="layout", action="store_const", const="rows",
                    help="contribute records (horizontal split; default)")
     g.add_argument("--columns", dest="layout", action="store_const", const="columns",
-                   help="contribute attributes of the same records (vertical split)")
-    s.add_argument("--categorical", choices=("refuse", "ordinal"), default="refuse")
-    s.add_argument("--missing", choices=("refuse", "zero", "mean"), default="refuse")
-    s.add_argument("--drop", nargs="*", default=[], metavar="COL", help="columns to leave out")
+                   help="contribute attributes of the same records (vertical split; "
+                        "default: --rows)")
+    s.add_argument("--categorical", choices=("refuse", "ordinal"), default="refuse",
+                   help="text cells: refuse them, or code each mostly-text column's "
+                        "categories as 0..c-1 in sorted order (default: refuse)")
+    s.add_argument("--ordinal", nargs="*", default=[], metavar="COL",
+                   help="columns coded as categories whatever their cells look like "
+                        "(default: none)")
+    s.add_argument("--missing", choices=("refuse", "zero", "mean"), default="refuse",
+                   help="empty, NA, NaN or ? cells: refuse them, put 0, or put the column's "
+                        "mean in this file (default: refuse)")
+    s.add_argument("--drop", nargs="*", default=[], metavar="COL",
+                   help="columns to leave out (default: none)")
     s.add_argument("--security", help="setting whose input sharing to use (default: passive3 "
                    "with 3 servers, active4 with 4)")
 
     s = sub.add_parser("select", help="select the k best features of a dataset")
-    s.add_argument("--dataset", required=True)
-    s.add_argument("--k", required=True, type=int)
-    s.add_argument("--score", default="ms-gini", choices=("ms-gini",))
-    s.add_argument("--security", help="passive3 | active3 | active4")
+    s.add_argument("--dataset", required=True, help="the dataset to select from")
+    s.add_argument("--k", required=True, type=int, help="how many features to keep")
+    s.add_argument("--score", default="ms-gini", choices=("ms-gini",),
+                   help="how features are scored (default: ms-gini)")
+    s.add_argument("--security", help="passive3 | active3 | active4 (default: passive3 with "
+                   "3 servers, active4 with 4)")
     s.add_argument("--result", required=True, help="name under which D' is stored")
     s.add_argument("--share-with", nargs="*", default=[], metavar="ANALYST",
                    help="other analysts who may see the job and fetch its result (default: "
@@ -63,20 +77,24 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: 3600)")
 
     s = sub.add_parser("status", help="is every server reachable and its mesh connected?")
-    s.add_argument("--server", nargs="*", help="only these servers")
-    s.add_argument("--no-mesh", action="store_true", help="skip the server-to-server probe")
+    s.add_argument("--server", nargs="*", help="only these servers (default: all)")
+    s.add_argument("--no-mesh", action="store_true",
+                   help="skip the server-to-server probe (default: probe it)")
     sub.add_parser("datasets", help="datasets stored on the servers")
     sub.add_parser("results", help="results stored on the servers")
     sub.add_parser("jobs", help="jobs with their state and figures")
 
     s = sub.add_parser("fetch", help="retrieve the shares of a result")
-    s.add_argument("--result", required=True)
+    s.add_argument("--result", required=True, help="the result's name")
     s.add_argument("--from", dest="owner", metavar="ANALYST",
                    help="the analyst whose result it is, if it shared it with you (default: "
                         "you)")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", type=Path, help="reconstruct D' into this CSV file")
-    g.add_argument("--shares-dir", type=Path, help="store each server's shares here")
+    g.add_argument("--shares-dir", type=Path, help="store each server's shares here (files "
+                   "readable by you only)")
+    s.add_argument("--force", action="store_true",
+                   help="replace an existing --out file or shares (default: refuse)")
     return p
 
 
@@ -129,7 +147,7 @@ class _Progress:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from client.results import reconstruct, write_csv
+    from client.results import check_writable, reconstruct_encoded, write_csv, write_shares
     from client.session import Client
 
     dep = config.load(args.config)
@@ -164,7 +182,7 @@ async def _run(args: argparse.Namespace) -> int:
             s = await cl.share(args.file, args.dataset, label=args.label,
                                layout=args.layout or "rows", categorical=args.categorical,
                                missing=args.missing, drop=tuple(args.drop),
-                               security=args.security)
+                               ordinal=tuple(args.ordinal), security=args.security)
             _print(args, s.__dict__,
                    f"shared {s.rows} rows x {s.columns} columns"
                    f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
@@ -181,26 +199,30 @@ async def _run(args: argparse.Namespace) -> int:
                    + figures_text(job.get("figures")))
             return 0
         if args.cmd in ("datasets", "results", "jobs"):
-            by_server = await cl.listing(args.cmd)
-            _print(args, by_server, _listing_text(args.cmd, by_server, dep))
+            by_server, missing = await cl.listing(args.cmd)
+            _print(args, by_server if not missing else dict(by_server, unreachable=missing),
+                   _listing_text(args.cmd, by_server, dep, missing))
+            if missing:
+                print(f"mpc-client: not every server answered ({', '.join(missing)} "
+                      "unreachable)", file=sys.stderr)
+                return 3
             return 0
         if args.cmd == "fetch":
+            check_writable(args.out or args.shares_dir, args.force)  # before fetching
             fetched = await cl.fetch(args.result, args.owner)
             m = fetched.manifest
             if args.shares_dir:
-                args.shares_dir.mkdir(parents=True, exist_ok=True)
-                for party, arrays in fetched.shares.items():
-                    for part, arr in arrays.items():
-                        np.save(args.shares_dir / f"{dep.servers[party].name}.{part}.npy", arr)
-                (args.shares_dir / "result.json").write_text(json.dumps(m, indent=1))
+                write_shares(args.shares_dir, fetched,
+                             [s.name for s in dep.servers], overwrite=args.force)
                 _print(args, m, f"shares of {args.result!r} ({m['rows']} x {m['k']}, "
                        f"{m['security']}) from {len(fetched.shares)} servers in "
                        f"{args.shares_dir}")
             else:
-                values = reconstruct(fetched)
-                write_csv(args.out, values)
+                reduced = reconstruct_encoded(fetched)
+                write_csv(args.out, reduced, overwrite=args.force)
+                rows, k = reduced.encoded.shape
                 _print(args, dict(m, out=str(args.out)),
-                       f"wrote {values.shape[0]} x {values.shape[1]} reduced dataset to "
+                       f"wrote {rows} x {k} reduced dataset to "
                        f"{args.out} (servers' shares consistent)")
             return 0
     finally:
@@ -215,15 +237,18 @@ def _stored_on(by_server: dict[str, list[dict[str, Any]]], item: dict[str, Any],
                for v in by_server.values())
 
 
-def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any) -> str:
-    leader = dep.leader.name
-    items = by_server.get(leader, [])
+def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any,
+                  missing: dict[str, str]) -> str:
+    """The listing as the first server that answered gives it, with on how many servers each
+    item is stored and a line per server that did not answer."""
+    items = next(iter(by_server.values()), [])
     lines = []
     if cmd == "datasets":
         lines = [f"{d['name']:<20} {d['rows']:>7} rows x {d['columns']:>4} columns  "
-                 f"by {d['layout']:<7} {d['sharing']:<9} label={d['label']} "
+                 f"by {d['layout']:<7} {d.get('requires') or d['sharing']:<9} "
+                 f"label={d['label']} "
                  f"owners={','.join(d['owners'])}  "
-                 f"on {_stored_on(by_server, d, 'digest')}/{len(by_server)} servers"
+                 f"on {_stored_on(by_server, d, 'digest')}/{len(dep.servers)} servers"
                  for d in items]
     elif cmd == "results":
         lines = [f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
@@ -243,6 +268,7 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
                         f"{prog.get('elapsed')} s"
             lines.append(f"{j['id']} {when} {j['state']:<8} {j['dataset']}/k={j['k']}/"
                          f"{j['security']} -> {j['result']}  {extra}")
+    lines += [f"{name}: DOWN ({why})" for name, why in missing.items()]
     return "\n".join(lines) or f"(no {cmd})"
 
 
@@ -253,7 +279,7 @@ _FAILURES: tuple[tuple[type[MPCError], int, str], ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         return run(_run(args))
     except MPCError as exc:
@@ -263,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mpc-client jobs | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as if ended by SIGPIPE, what a shell expects of a pipeline's writer
 
 
 if __name__ == "__main__":

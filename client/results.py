@@ -124,27 +124,115 @@ class Fetching(Connections):
                              f"share it with {self.identity}")
 
 
-def reconstruct(fetched: Fetched) -> np.ndarray:
-    """D' as floats (m x k), after checking that the servers' copies of every share agree
-    (``CheatingDetected`` otherwise)."""
-    from mpcnet.fixedpoint import decode
+@dataclass(frozen=True)
+class Reduced:
+    """D' as its fixed-point integers (m x k int64) and their scale exponents (k)."""
+
+    encoded: np.ndarray
+    exponents: np.ndarray
+
+    @property
+    def values(self) -> np.ndarray:
+        """The m x k floats z * 2**-e (exact: every encoded value is dyadic)."""
+        from mpcnet.fixedpoint import decode
+
+        return decode(self.encoded, self.exponents)
+
+    def texts(self) -> list[list[str]]:
+        """Rows of decimal texts, each value at the precision of its encoding (see
+        ``_column_texts``)."""
+        columns = [_column_texts(self.encoded[:, j], int(e))
+                   for j, e in enumerate(self.exponents)]
+        return [list(row) for row in zip(*columns, strict=True)] if columns else []
+
+
+def reconstruct_encoded(fetched: Fetched) -> Reduced:
+    """D' after checking that the servers' copies of every share agree (``CheatingDetected``
+    otherwise)."""
     from mpcnet.ring import to_signed
     from mpcnet.schemes import registry
 
     info = registry.get(fetched.manifest["security"])
     reduced = info.reconstruct({p: a["reduced"] for p, a in fetched.shares.items()})
     exps = info.reconstruct({p: a["exponents"] for p, a in fetched.shares.items()})
-    return decode(to_signed(reduced), to_signed(exps).astype(np.int64))
+    return Reduced(to_signed(reduced), to_signed(exps).astype(np.int64))
 
 
-def write_csv(path: Path, values: np.ndarray) -> None:
-    """The m x k matrix with header f1..fk; exact decimal form of every (dyadic) value."""
-    k = values.shape[1]
+def reconstruct(fetched: Fetched) -> np.ndarray:
+    """D' as floats (m x k), checked as ``reconstruct_encoded`` does."""
+    return reconstruct_encoded(fetched).values
+
+
+def decimal_places(exponents: np.ndarray) -> np.ndarray:
+    """Per column, decimal places d that always tell the values of the encoding apart: with
+    10**-d < 2**-e, rounding z * 2**-e to d places moves it by less than half a step 2**-e, so
+    reading the text back and encoding it gives z again."""
+    e = np.asarray(exponents, dtype=np.int64)
+    return np.where(e > 0, np.floor(e * np.log10(2.0)).astype(np.int64) + 1, 0)
+
+
+def _column_texts(z: np.ndarray, e: int) -> list[str]:
+    """One column's values as the shortest fixed-point decimals that encode back to z at the
+    exponent e (0.0012, not 0.001199999824166298 or 0.001200000001)."""
+    v = np.ldexp(z.astype(np.float64), -e)
+    bound = int(decimal_places(np.array([e]))[0])
+    places = np.full(v.shape, bound)
+    for d in range(bound - 1, -1, -1):  # the fewest places whose rounding still encodes to z
+        fits = np.rint(np.ldexp(np.round(v, d), e)) == z
+        places[fits] = d
+    texts = [_trim(f"{x:.{d}f}") for x, d in zip(v.tolist(), places.tolist(), strict=True)]
+    back = np.rint(np.ldexp(np.array(texts, dtype=np.float64), e))
+    for i in np.flatnonzero(back != z):  # np.round and the text's rounding may differ
+        texts[i] = _trim(f"{v[i]:.{bound}f}")
+    return texts
+
+
+def write_csv(path: Path, reduced: Reduced, *, overwrite: bool = False) -> None:
+    """D' with header f1..fk, each value at the precision of its encoding, written whole or
+    not at all; an existing file is refused unless ``overwrite``."""
+    check_writable(path, overwrite)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(",".join(f"f{i + 1}" for i in range(k)) + "\n")
-        for row in values.tolist():
-            f.write(",".join(repr(float(v)) for v in row) + "\n")
+        f.write(",".join(f"f{i + 1}" for i in range(len(reduced.exponents))) + "\n")
+        for row in reduced.texts():
+            f.write(",".join(row) + "\n")
     tmp.replace(path)
+
+
+def check_writable(path: Path, overwrite: bool) -> None:
+    """Refuse to replace an existing --out file, or shares in an existing --shares-dir, unless
+    told to."""
+    taken = path.is_file() or (path.is_dir() and any(path.glob("*.npy")))
+    if taken and not overwrite:
+        raise InputError(f"{path} exists; choose another path or pass --force to replace it")
+
+
+def write_shares(folder: Path, fetched: Fetched, servers: list[str], *,
+                 overwrite: bool = False) -> None:
+    """Each server's shares as ``<server>.<part>.npy`` and the result's manifest as
+    ``result.json`` in ``folder``, every file readable by its user only (shares are secrets
+    once two of them are together)."""
+    import json
+    import os
+
+    check_writable(folder, overwrite)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def private(name: str) -> Any:
+        path = folder / name
+        path.unlink(missing_ok=True)  # a replaced file would keep its old mode
+        return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+
+    for party, arrays in fetched.shares.items():
+        for part, arr in arrays.items():
+            with private(f"{servers[party]}.{part}.npy") as f:
+                np.save(f, arr)
+    with private("result.json") as f:
+        f.write(json.dumps(fetched.manifest, indent=1).encode())
+
+
+def _trim(text: str) -> str:
+    """A fixed-point decimal without trailing zeros (and without a bare point)."""
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from client.connection import Connections, ServerSession, default_security
 from mpcnet.config import check_name
-from mpcnet.errors import InputError, MPCError
+from mpcnet.errors import InputError, MPCError, RangeError
 from mpcnet.schemes.registry import sharing_of
 from parties import catalog
 
@@ -44,8 +44,8 @@ class Sharing(Connections):
     # -- share --------------------------------------------------------------------------------
     async def share(self, path: str | Path, dataset: str, *, label: str | None = None,
                     layout: str = "rows", categorical: str = "refuse", missing: str = "refuse",
-                    drop: tuple[str, ...] = (), security: str | None = None,
-                    table: Any = None) -> ShareSummary:
+                    drop: tuple[str, ...] = (), ordinal: tuple[str, ...] = (),
+                    security: str | None = None, table: Any = None) -> ShareSummary:
         """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``."""
         from mpcnet.schemes import registry
 
@@ -65,7 +65,8 @@ class Sharing(Connections):
             view = await self._view(sessions, dataset)
             meta, arrays_by_party = await self._encode(
                 path, dataset, view, label=label, layout=layout, sharing=sharing, info=info,
-                categorical=categorical, missing=missing, drop=drop, table=given)
+                categorical=categorical, missing=missing, drop=drop, ordinal=ordinal,
+                table=given)
             try:
                 await self._upload_all(sessions, meta, arrays_by_party)
             except InputError:
@@ -95,11 +96,12 @@ class Sharing(Connections):
 
     async def _encode(self, path: str | Path, dataset: str, view: dict[str, Any] | None, *,
                       label: str | None, layout: str, sharing: str, info: Any,
-                      categorical: str, missing: str, drop: tuple[str, ...], table: Any
+                      categorical: str, missing: str, drop: tuple[str, ...],
+                      ordinal: tuple[str, ...], table: Any
                       ) -> tuple[dict[str, Any], list[dict[str, np.ndarray]]]:
         """Read and check the file against ``view``, encode and share it: the description of
         the upload and each server's share arrays."""
-        from mpcnet.dataset import EncodingOptions, class_codes, one_hot, read_csv
+        from mpcnet.dataset import EncodingOptions, class_codes, indicators, read_csv
         from mpcnet.fixedpoint import auto_exponents, encode
         from mpcnet.ring import to_ring
 
@@ -109,7 +111,7 @@ class Sharing(Connections):
         if table is None:
             options = EncodingOptions(categorical=categorical,  # type: ignore[arg-type]
                                       missing=missing,  # type: ignore[arg-type]
-                                      known_categories=known)
+                                      known_categories=known, ordinal_columns=ordinal)
             table = await asyncio.to_thread(read_csv, path, label, drop, options)
         columns = list(table.columns)
         if fixed and schema is not None and columns != schema["columns"]:
@@ -121,28 +123,29 @@ class Sharing(Connections):
         classes = codes = None
         if table.labels is not None:
             agreed = schema["classes"] if fixed and schema else None
-            try:
-                classes, codes = class_codes(table.labels, agreed)
-            except MPCError as exc:  # it names the row; say which file
-                raise InputError(f"{path}: {exc}") from None
+            classes, codes = class_codes(table.labels, agreed)
         meta = catalog.contribution_meta(
             dataset=dataset, upload_id=uuid.uuid4().hex[:12], layout=layout, sharing=sharing,
             rows=table.values.shape[0], columns=columns,
             exponents=[] if exps is None else exps.tolist(),
             categories={k: v for k, v in table.categories.items() if k in columns},
-            label=label if table.labels is not None else None, classes=classes)
+            label=label if table.labels is not None else None, classes=classes,
+            security=info.name)
         if exps is None:
             meta["exponents"] = [0] * len(columns)
         catalog.check_against(view, meta, self.identity)
         assert exps is not None
         try:
             values = to_ring(encode(table.values, exps, columns))
-        except MPCError as exc:  # a RangeError names the row and column; say which file
-            raise type(exc)(f"{path}: {exc}") from None
+        except RangeError as exc:  # it names the row and column; say which file and why
+            why = ("the dataset's first contribution fixed the column's scale; rescale the "
+                   "column (other units) in every owner's file and share them to a new "
+                   "--dataset") if fixed else "rescale the column (other units)"
+            raise RangeError(f"{path}: {exc}; {why}") from None
         arrays_by_party: list[dict[str, np.ndarray]] = [
             {"data": d} for d in info.share(values)]
         if codes is not None and classes is not None:
-            for party, lab in enumerate(info.share(one_hot(codes, len(classes)))):
+            for party, lab in enumerate(info.share(indicators(codes, len(classes)))):
                 arrays_by_party[party]["labels"] = lab
         return meta, arrays_by_party
 

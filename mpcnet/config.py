@@ -49,7 +49,7 @@ class Timeouts:
     handshake: float = 10.0  # TLS handshake and hello exchange of one connection
     round: float = 60.0      # one protocol round (RoundEngine round_timeout)
     request: float = 60.0    # one client request/response (uploads: per frame)
-    probe: float = 3.0       # the mesh probe of ``mpc-client status``
+    probe: float = 2.0       # a client reaching a server; the mesh probe of ``status``
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import gzip
 import io
 import math
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,25 +42,28 @@ class EncodingOptions:
     """How non-numeric and missing cells become numbers.
 
     categorical: "refuse" (default) rejects a non-numeric cell; "ordinal" codes the distinct
-        non-missing strings of a non-numeric column, sorted lexicographically, as 0..c-1.
+        non-missing strings of a column that is mostly text, sorted lexicographically, as
+        0..c-1 (a column whose filled cells are mostly numbers is refused at its first text
+        cell: a typo must not turn a numeric column into categories).
+    ordinal_columns: columns coded as categories whatever their cells look like.
     missing: "refuse" (default) rejects a missing cell (empty, NA, NaN, ?); "zero" puts 0;
         "mean" puts the mean of the column's non-missing cells in this file.
-    known_categories: per column, the category list of an earlier data owner (ordinal only);
-        codes follow that list, a category not in it is refused, and the column is coded
-        even if all its cells in this file look numeric. Columns not in this file are ignored.
+    known_categories: per column, the category list of an earlier data owner; codes follow
+        that list, categories not in it are appended after it (sorted), so earlier owners'
+        codes stay valid, and the column is coded even if all its cells in this file look
+        numeric. Columns not in this file are ignored.
     """
 
     categorical: Literal["refuse", "ordinal"] = "refuse"
     missing: Literal["refuse", "zero", "mean"] = "refuse"
     known_categories: dict[str, list[str]] = field(default_factory=dict)
+    ordinal_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.categorical not in ("refuse", "ordinal"):
             raise InputError(f"categorical must be 'refuse' or 'ordinal', not {self.categorical!r}")
         if self.missing not in ("refuse", "zero", "mean"):
             raise InputError(f"missing must be 'refuse', 'zero' or 'mean', not {self.missing!r}")
-        if self.known_categories and self.categorical != "ordinal":
-            raise InputError("known_categories needs categorical='ordinal' (--categorical ordinal)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,23 +245,15 @@ def _first_in(cells: Sequence[str], wanted: set[str]) -> int:
     return next(i for i, cell in enumerate(cells) if cell in wanted)
 
 
-def _ordinal(
-    where: _Where, name: str, cells: Sequence[str], known: list[str] | None
-) -> tuple[np.ndarray, list[str]]:
-    """Codes (NaN where missing) and categories of a text column coded 0..c-1 in list order."""
+def _ordinal(cells: Sequence[str], known: list[str] | None) -> tuple[np.ndarray, list[str]]:
+    """Codes (NaN where missing) and categories of a text column coded 0..c-1 in list order:
+    the ``known`` list first, then this file's other categories, sorted."""
     distinct = set(cells)
     lookup = {cell: math.nan for cell in distinct if _is_missing(cell)}
     present = {cell.strip() for cell in distinct if cell not in lookup}
-    categories = sorted(present) if known is None else list(known)
+    categories = list(known or [])
+    categories += sorted(present - set(categories))
     index = {cat: code for code, cat in enumerate(categories)}
-    unknown = {cell for cell in distinct if cell not in lookup and cell.strip() not in index}
-    if unknown:
-        row = _first_in(cells, unknown)
-        raise InputError(
-            f"{where(row, name)}: category {cells[row].strip()!r} is not in the category list "
-            f"agreed for this column ({len(categories)} categories); re-encode every owner's "
-            "data with a list that contains it"
-        )
     for cell in distinct - lookup.keys():
         lookup[cell] = float(index[cell.strip()])
     codes = np.fromiter(map(lookup.__getitem__, cells), dtype=np.float64, count=len(cells))
@@ -305,17 +301,15 @@ def _read_column(
 ) -> tuple[np.ndarray, list[str] | None]:
     """A feature column as float64 (gaps filled) and its category list if it was coded."""
     known = options.known_categories.get(name)
-    categories = None
-    if known is None:
+    coded = known is not None or name in options.ordinal_columns
+    if not coded:
         column, non_numeric = _numeric(cells)
-    if known is not None or non_numeric:
-        if options.categorical == "refuse":
-            row = _first_in(cells, non_numeric)
-            raise InputError(
-                f"{where(row, name)}: {cells[row]!r} is not a number; fix the cell, drop the "
-                "column, or code text columns with --categorical ordinal"
-            )
-        column, categories = _ordinal(where, name, cells, known)
+        if non_numeric:
+            _check_codable(where, name, cells, non_numeric, options.categorical)
+            coded = True
+    categories = None
+    if coded:
+        column, categories = _ordinal(cells, known)
     else:
         infinite = np.isinf(column)
         if infinite.any():
@@ -328,6 +322,29 @@ def _read_column(
     if missing.any():
         _fill_missing(where, name, column, missing, options.missing)
     return column, categories
+
+
+def _check_codable(
+    where: _Where, name: str, cells: Sequence[str], text: set[str], categorical: str
+) -> None:
+    """Refuse to code a column with text cells as categories unless asked to, and unless it is
+    mostly text: a numeric column with a few bad cells must not become a category column."""
+    row = _first_in(cells, text)
+    if categorical == "refuse":
+        raise InputError(
+            f"{where(row, name)}: {cells[row]!r} is not a number; fix the cell, drop the "
+            f"column (--drop {name!r}), or code text columns as categories with "
+            "--categorical ordinal"
+        )
+    counts = Counter(cells)
+    n_text = sum(counts[cell] for cell in text)
+    n_filled = sum(n for cell, n in counts.items() if not _is_missing(cell))
+    if 2 * n_text <= n_filled:
+        raise InputError(
+            f"{where(row, name)}: {cells[row]!r} is not a number, but {n_filled - n_text} of "
+            f"the column's {n_filled} filled cells are; fix the cell, or code the column as "
+            f"categories anyway with --ordinal {name!r}"
+        )
 
 
 def read_csv(
@@ -375,32 +392,29 @@ def _as_number(text: str) -> float | None:
 def class_codes(
     labels: np.ndarray, classes: list[str] | None = None
 ) -> tuple[list[str], np.ndarray]:
-    """Sorted class list (numerically if every label is a number) and int64 code per label.
-
-    If `classes` is given (an earlier owner's list), it is used as is and a label not in it is
-    refused.
-    """
+    """Class list and int64 code per label: the labels' classes sorted (numerically if every
+    one is a number), after ``classes`` (an earlier owner's list, kept as is so that its codes
+    stay valid) if it is given."""
     texts = [str(x) for x in labels]
-    if classes is None:
-        distinct = set(texts)
-        numbers = {t: _as_number(t) for t in distinct}
-        if all(v is not None for v in numbers.values()):
-            classes = sorted(distinct, key=lambda t: (numbers[t], t))
-        else:
-            classes = sorted(distinct)
-    index = {c: code for code, c in enumerate(classes)}
-    unknown = [i for i, t in enumerate(texts) if t not in index]
-    if unknown:
-        raise InputError(
-            f"label {texts[unknown[0]]!r} of row {unknown[0] + 1} is not one of the agreed "
-            f"classes {classes}; use the same class list for every data owner"
-        )
-    return list(classes), np.array([index[t] for t in texts], dtype=np.int64)
+    agreed = list(classes or [])
+    new = set(texts) - set(agreed)
+    numbers = {t: _as_number(t) for t in new}
+    if all(v is not None for v in numbers.values()):
+        agreed += sorted(new, key=lambda t: (numbers[t], t))
+    else:
+        agreed += sorted(new)
+    index = {c: code for code, c in enumerate(agreed)}
+    return agreed, np.array([index[t] for t in texts], dtype=np.int64)
+
+
+def indicators(codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """The m x n uint64 0/1 matrix of class membership (row i has its 1 in column codes[i])."""
+    codes = np.asarray(codes)
+    if codes.ndim != 1 or (codes.size and (codes.min() < 0 or codes.max() >= n_classes)):
+        raise InputError(f"class codes must be a vector of integers in 0..{n_classes - 1}")
+    return (codes[:, None] == np.arange(n_classes)[None, :]).astype(np.uint64)
 
 
 def one_hot(codes: np.ndarray, n_classes: int) -> np.ndarray:
     """The paper's m x (n-1) uint64 0/1 label-class matrix L; the n-th class is implicit."""
-    codes = np.asarray(codes)
-    if codes.ndim != 1 or (codes.size and (codes.min() < 0 or codes.max() >= n_classes)):
-        raise InputError(f"class codes must be a vector of integers in 0..{n_classes - 1}")
-    return (codes[:, None] == np.arange(n_classes - 1)[None, :]).astype(np.uint64)
+    return indicators(codes, n_classes)[:, :-1]

@@ -96,9 +96,10 @@ def encode(
             f"fixed point: row {i + 1}, column {_column_name(columns, j)}: value "
             f"{float(x[i, j])!r} encodes to about {scaled[i, j]:.4g} at the column's scale "
             f"exponent {exps[j]} (x * 2**{exps[j]}), but encoded values must stay below "
-            f"2**{VALUE_BITS} in magnitude; lower this column's exponent to at most "
-            f"{_largest_exponent(x[:, j])} (auto-scaling puts the largest |x| below "
-            f"2**{AUTO_BITS})"
+            f"2**{VALUE_BITS} in magnitude, so at this scale |x| < "
+            f"{2.0 ** (VALUE_BITS - exps[j]):g}"
+            f" (a scale exponent of at most {_largest_exponent(x[:, j])} would fit the column; "
+            f"auto_exponents puts its largest |x| below 2**{AUTO_BITS})"
         )
     return scaled.astype(np.int64)
 

@@ -7,8 +7,11 @@ checks again before storing (the server never trusts the client).
 A dataset has a *layout*, fixed by its first contribution:
 
 - ``rows`` (horizontal): every owner contributes records with the same columns, the same
-  per-column scale exponents and category lists, and the label column; the first contribution
-  fixes them (the *schema*), later ones must match it and use its class list.
+  per-column scale exponents and the label column; the first contribution fixes them (the
+  *schema*). A later owner may add classes and categories: its lists start with the
+  schema's and new names follow, so the codes of what is stored keep their meaning, and the
+  schema's lists grow (see ``_extended``; the label matrices are padded at load time,
+  ``Storage.load_dataset``).
 - ``columns`` (vertical): every owner contributes attributes of the same records in the same row
   order; the row count must match, column names must not repeat, and exactly one contribution
   carries the label.
@@ -27,7 +30,8 @@ import json
 from typing import Any
 
 from mpcnet.config import NAME_RE
-from mpcnet.errors import InputError
+from mpcnet.errors import ConfigError, InputError
+from mpcnet.schemes import registry
 
 LAYOUTS = ("rows", "columns")
 
@@ -38,9 +42,12 @@ Meta = dict[str, Any]
 def contribution_meta(*, dataset: str, upload_id: str, layout: str, sharing: str, rows: int,
                       columns: list[str], exponents: list[int],
                       categories: dict[str, list[str]], label: str | None,
-                      classes: list[str] | None) -> Meta:
-    """The description of one upload, identical for every server."""
+                      classes: list[str] | None, security: str | None = None) -> Meta:
+    """The description of one upload, identical for every server. ``security`` is the
+    setting the owner shared for: if it is an active one, no job on the dataset may run
+    under a passive one (``ready_for_selection``)."""
     return {"dataset": dataset, "id": upload_id, "layout": layout, "sharing": sharing,
+            "security": security or sharing,
             "rows": int(rows), "columns": list(columns), "exponents": [int(e) for e in exponents],
             "categories": {k: list(v) for k, v in categories.items()}, "label": label,
             "classes": list(classes) if classes is not None else None}
@@ -74,6 +81,14 @@ def check_meta(meta: Meta) -> None:
     if has_label and (not isinstance(classes, list) or len(classes) < 2
                       or not all(isinstance(c, str) for c in classes)):
         raise _fail(ds, "a labelled contribution needs at least two classes")
+    security = meta.get("security", meta.get("sharing"))
+    try:
+        shared_for = registry.get(str(security))
+    except ConfigError:
+        raise _fail(ds, f"unknown security setting {security!r}") from None
+    if shared_for.sharing != meta.get("sharing"):
+        raise _fail(ds, f"{security} stores its inputs in the {shared_for.sharing} sharing, "
+                        f"not {meta.get('sharing')}")
     upload_id = meta.get("id")
     if not isinstance(upload_id, str) or not NAME_RE.fullmatch(upload_id):
         raise _fail(ds, f"upload id {upload_id!r} is not allowed: an upload needs an id of "
@@ -87,7 +102,7 @@ def entry(meta: Meta, owner: str) -> dict[str, Any]:
             "columns": list(meta["columns"]), "exponents": list(meta["exponents"]),
             "categories": dict(meta["categories"]), "label": meta.get("label"),
             "classes": meta.get("classes"), "layout": meta["layout"],
-            "sharing": meta.get("sharing"),
+            "sharing": meta.get("sharing"), "security": meta.get("security", meta["sharing"]),
             "files": {}}
 
 
@@ -165,13 +180,17 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
             raise _fail(ds, f"the columns differ from the dataset's ({what}); every owner must "
                             "use the same columns in the same order")
         if e["exponents"] != schema["exponents"]:
-            raise _fail(ds, "the per-column scale exponents differ from the dataset schema; "
-                            "the client must encode with the schema's exponents")
-        if e["categories"] != schema["categories"]:
-            raise _fail(ds, "the category lists differ from the dataset schema")
-        if e["label"] != schema["label"] or e["classes"] != schema["classes"]:
-            raise _fail(ds, f"the label must be column {schema['label']!r} with the classes "
-                            f"{schema['classes']}")
+            j = next(j for j, (a, b) in enumerate(zip(e["exponents"], schema["exponents"],
+                                                      strict=True)) if a != b)
+            raise _fail(ds, f"column {schema['columns'][j]!r} is encoded with the scale "
+                            f"exponent {e['exponents'][j]}, the dataset with "
+                            f"{schema['exponents'][j]}; share with an mpc-client of this "
+                            "version, which encodes with the dataset's exponents")
+        _extend_categories(ds, schema["categories"], e["categories"])
+        if e["label"] != schema["label"]:
+            raise _fail(ds, f"the label must be column {schema['label']!r} (--label "
+                            f"{schema['label']}), not {e['label']!r}")
+        schema["classes"] = _extended(ds, "class list", schema["classes"], e["classes"])
         new["rows"] = manifest["rows"] + e["rows"]
     else:
         if e["rows"] != manifest["rows"]:
@@ -192,20 +211,63 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
     return new
 
 
+def _extended(ds: str, what: str, agreed: list[str], given: list[str]) -> list[str]:
+    """The longer of two lists of which one must start with the other: a later owner may add
+    classes or categories after the agreed ones (earlier owners' codes keep their meaning) but
+    may not reorder them."""
+    short, long = sorted((agreed, given), key=len)
+    if long[:len(short)] != short:
+        raise _fail(ds, f"the {what} {given[:8]} does not extend the dataset's {agreed[:8]} "
+                        "(another owner may have added to it since this file was read); "
+                        "share the file again")
+    return list(long)
+
+
+def _extend_categories(ds: str, agreed: dict[str, list[str]],
+                       given: dict[str, list[str]]) -> None:
+    """Grow the schema's category lists ``agreed`` (in place) by a contribution's ``given``."""
+    for column in sorted(agreed.keys() ^ given.keys()):
+        coded, plain = ("this file", "the dataset") if column in given else ("the dataset",
+                                                                            "this file")
+        raise _fail(ds, f"column {column!r} is coded as categories in {coded} but holds "
+                        f"numbers in {plain}; fix its text cells, or share every owner's file "
+                        f"with --ordinal {column!r}")
+    for column, categories in given.items():
+        agreed[column] = _extended(ds, f"category list of column {column!r}", agreed[column],
+                                   categories)
+
+
 def digest(manifest: Manifest) -> str:
     """A fingerprint of what every server must agree on (schema and contributions, not the
     share files, which differ from server to server)."""
     public = {"layout": manifest["layout"], "sharing": manifest["sharing"],
               "schema": manifest["schema"], "rows": manifest["rows"],
               "contributions": [{k: c.get(k) for k in ("id", "owner", "seq", "rows", "columns",
-                                                       "label")}
+                                                       "label", "security")}
                                 for c in manifest["contributions"]]}
     return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def ready_for_selection(manifest: Manifest, k: int) -> None:
-    """Refuse a selection the dataset cannot support (no label yet, k out of range)."""
+def required_security(manifest: Manifest) -> str | None:
+    """The active setting an owner of the dataset shared for, if any: then every job on it
+    must be actively secure (a passive job trusts every server to follow the protocol, which
+    the owner did not accept)."""
+    demanded = sorted({str(c.get("security")) for c in manifest["contributions"]
+                       if registry.get(str(c.get("security", c.get("sharing")))).active})
+    return demanded[0] if demanded else None
+
+
+def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
+    """Refuse a selection the dataset cannot support (no label yet, k out of range, a
+    passive setting when an owner asked for active security)."""
     ds = manifest["name"]
+    required = required_security(manifest)
+    if required is not None and not registry.get(security).active:
+        owners = sorted({c["owner"] for c in manifest["contributions"]
+                         if c.get("security") == required})
+        raise _fail(ds, f"{', '.join(owners)} shared it for {required}, so it may be used "
+                        f"under active security only; run the job with --security "
+                        f"{required}")
     if manifest["schema"]["label"] is None:
         raise _fail(ds, "no contribution carries the label yet; share the label column first")
     p = len(manifest["schema"]["columns"])
@@ -220,4 +282,4 @@ def summary(manifest: Manifest) -> dict[str, Any]:
             "columns": len(manifest["schema"]["columns"]),
             "label": manifest["schema"]["label"], "classes": manifest["schema"]["classes"],
             "owners": [c["owner"] for c in manifest["contributions"]],
-            "digest": digest(manifest)}
+            "requires": required_security(manifest), "digest": digest(manifest)}

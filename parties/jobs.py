@@ -226,7 +226,7 @@ class JobBook:
             raise InputError(f"dataset {job.dataset!r} was shared for {manifest['sharing']}; "
                              f"{job.security} needs a dataset shared for {sharing} (share it "
                              f"again with --security {job.security})")
-        catalog.ready_for_selection(manifest, job.k)
+        catalog.ready_for_selection(manifest, job.k, job.security)
         if digest and catalog.digest(manifest) != job.digest:
             raise InputError(f"dataset {job.dataset!r} on {self.name} differs from the "
                              "coordinator's copy (an upload did not reach every server); "

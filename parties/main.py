@@ -45,15 +45,22 @@ async def serve(dep: config.Deployment, name: str, ready_file: Path | None = Non
     await server.stop()
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``mpc-party``."""
+    p = argparse.ArgumentParser(prog="mpc-party", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, type=Path, help="deployment TOML file")
+    p.add_argument("--name", required=True, help="this server's name in the file")
+    p.add_argument("--ready-file", type=Path,
+                   help="write the port here once listening (default: none)")
+    p.add_argument("--log-level", help="override the deployment's log_level (default: the "
+                   "file's, itself INFO by default)")
+    return p
+
+
 def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyServer) -> int:
     """``mpc-party``; ``server_class`` is what runs (tests pass a cheating one)."""
-    parser = argparse.ArgumentParser(prog="mpc-party", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, type=Path, help="deployment TOML file")
-    parser.add_argument("--name", required=True, help="this server's name in the file")
-    parser.add_argument("--ready-file", type=Path, help="write the port here once listening")
-    parser.add_argument("--log-level", help="override the deployment's log_level")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         dep = config.load(args.config)
         dep.server(args.name)

@@ -104,9 +104,8 @@ class ClientSession:
 
     async def op_results(self, args: dict[str, Any]) -> dict[str, Any]:
         out = []
-        for owner, name in self.s.storage.result_keys():
-            m = self.s.storage.result(owner, name)
-            if m is not None and access.may_read_result(self.name, m):
+        for m in self.s.storage.results_for(self.name):
+            if access.may_read_result(self.name, m):
                 out.append({k: m.get(k) for k in ("name", "dataset", "job", "k", "score",
                                                   "security", "rows", "parties", "owner",
                                                   "share_with")}

@@ -120,6 +120,27 @@ def write_json(path: Path, obj: Any) -> None:
     _fsync_dir(path.parent)
 
 
+def _label_matrix(stored: np.ndarray, n_stored: int, n_classes: int, dataset: str
+                  ) -> np.ndarray:
+    """Shares of one contribution's m x (n-1) label matrix L (Protocol 2's input) for the
+    dataset's ``n_classes``, from the stored shares of its m x ``n_stored`` class indicators.
+
+    Classes are only ever appended to a dataset's list (parties.catalog), so the contribution's
+    rows are in none of the classes it did not know: zero columns, which are shares of zero in
+    every sharing. L then drops the last class, as Protocol 2 does. Contributions stored before
+    class lists could grow hold L itself (n_stored - 1 columns), valid while no class is added.
+    """
+    width = stored.shape[-1]
+    if width == n_stored - 1 and n_stored == n_classes:
+        return stored
+    if width != n_stored:
+        raise StorageError(f"dataset {dataset!r}: a stored label matrix has {width} columns "
+                           f"for {n_stored} classes; it was stored before later owners could "
+                           "add classes; share the dataset again under a new name")
+    pad = [(0, 0)] * (stored.ndim - 1) + [(0, n_classes - n_stored)]
+    return np.pad(stored, pad)[..., :n_classes - 1]
+
+
 class Storage:
     """One server's data folder."""
 
@@ -131,6 +152,7 @@ class Storage:
         self.jobs = root / "jobs"
         self._lock: Any = None
         self._results: dict[tuple[str, str], dict[str, Any]] = {}
+        self._readers: dict[str, set[tuple[str, str]]] = {}  # analyst -> results it may read
 
     # -- start -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -153,8 +175,10 @@ class Storage:
             self._tidy(folder)
         # results are answered from memory: a listing or a refused fetch touches no file of
         # a result the client may not read (so its timing tells nothing of others' results)
-        self._results = {(d.parent.name, d.name): self._read(d / "manifest.json")
-                         for d in self._stored_folders() if d.parent.parent == self.results}
+        self._results, self._readers = {}, {}
+        for d in self._stored_folders():
+            if d.parent.parent == self.results:
+                self._index(self._read(d / "manifest.json"))
 
     def _stored_folders(self) -> list[Path]:
         """Every dataset folder and every result folder (results/<analyst>/<name>). A result
@@ -284,11 +308,13 @@ class Storage:
         if manifest is None:
             raise StorageError(f"dataset {name!r} is not stored here")
         folder = inside(self.datasets, name, "dataset")
+        n_classes = len(manifest["schema"]["classes"] or [])
         datas, labels = [], []
         for c in manifest["contributions"]:
             datas.append(self.load_array(folder, c["files"]["data"]))
             if "labels" in c["files"]:
-                labels.append(self.load_array(folder, c["files"]["labels"]))
+                labels.append(_label_matrix(self.load_array(folder, c["files"]["labels"]),
+                                            len(c["classes"]), n_classes, name))
         axis = -2 if manifest["layout"] == "rows" else -1
         data = np.concatenate(datas, axis=axis) if len(datas) > 1 else datas[0]
         label = None
@@ -300,9 +326,18 @@ class Storage:
     def _result_folder(self, owner: str, name: str) -> Path:
         return inside(inside(self.results, owner, "analyst"), name, "result")
 
-    def result_keys(self) -> list[tuple[str, str]]:
-        """(analyst, name) of every stored result."""
-        return sorted(self._results)
+    def results_for(self, reader: str) -> list[dict[str, Any]]:
+        """The manifests of the results ``reader`` owns or was named in, by (analyst, name):
+        only those are looked at, so the time this takes does not depend on how many results
+        others have."""
+        return [self._results[key] for key in sorted(self._readers.get(reader, ()))]
+
+    def _index(self, manifest: dict[str, Any]) -> None:
+        """Remember a result under its analyst and every analyst it is shared with."""
+        key = (manifest.get("owner"), manifest.get("name"))
+        self._results[key] = manifest  # type: ignore[index]
+        for reader in {manifest.get("owner"), *manifest.get("share_with", [])}:
+            self._readers.setdefault(str(reader), set()).add(key)  # type: ignore[arg-type]
 
     def result(self, owner: str, name: str) -> dict[str, Any] | None:
         """The manifest of a stored result (not to be changed), or None."""
@@ -326,7 +361,7 @@ class Storage:
         os.replace(staged, target)
         _fsync_dir(target.parent)
         _fsync_dir(self.results)
-        self._results[(manifest["owner"], manifest["name"])] = manifest
+        self._index(manifest)
 
     def load_result(self, owner: str, name: str
                     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

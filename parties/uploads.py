@@ -72,7 +72,7 @@ class Upload:
                          (manifest["layout"], manifest["sharing"]) if manifest else None)
         expect = {"data": lead + (meta["rows"], len(meta["columns"]))}
         if meta.get("label") is not None:
-            expect["labels"] = lead + (meta["rows"], len(meta["classes"]) - 1)
+            expect["labels"] = lead + (meta["rows"], len(meta["classes"]))
         return cls(storage, meta, owner, expect, entry)
 
     def receive(self, part: Any, arr: np.ndarray | None) -> None:

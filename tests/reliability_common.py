@@ -72,13 +72,7 @@ def plaintext(parts: list[Path], k: int) -> np.ndarray:
     classes, _ = class_codes(labels[0])
     whole = Table(columns=first.columns, values=np.vstack([t.values for t in tables]),
                   labels=np.concatenate(labels), categories={})
-    return plaintext_reference(whole, auto_exponents(first.values), classes, k)
-
-
-def read_reduced(path: Path) -> np.ndarray:
-    with open(path) as f:
-        rows = list(csv.reader(f))
-    return np.array(rows[1:], dtype=np.float64)
+    return plaintext_reference(whole, auto_exponents(first.values), classes, k).values
 
 
 # -- clusters --------------------------------------------------------------------------------
@@ -162,7 +156,7 @@ def call(cluster: LocalCluster, identity: str, fn: Callable[[Client], Any]) -> A
 
 
 def listing(cluster: LocalCluster, op: str, identity: str = "analyst") -> dict[str, Any]:
-    return call(cluster, identity, lambda cl: cl.listing(op))  # type: ignore[no-any-return]
+    return call(cluster, identity, lambda cl: cl.listing(op))[0]  # type: ignore[no-any-return]
 
 
 def listing_on(cluster: LocalCluster, names: list[str], op: str) -> dict[str, Any]:

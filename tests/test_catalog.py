@@ -34,6 +34,26 @@ def test_rows_append_and_must_match_the_schema() -> None:
             catalog.check_against(man | {"owners": ["a", "b"]}, bad, "c")
 
 
+def test_later_owners_may_add_classes_and_categories_but_not_reorder_them() -> None:
+    def owner(i: str, classes: list[str], cats: list[str]) -> dict[str, Any]:
+        return dict(meta(i), classes=classes, categories={"a": cats})
+
+    man = build((owner("1", ["0", "1"], ["x", "y"]), "a", 1),
+                (owner("2", ["0", "1", "2"], ["x", "y", "z"]), "b", 2),
+                (owner("3", ["0", "1"], ["x", "y"]), "c", 3))  # encoded before 2 committed
+    assert man["schema"]["classes"] == ["0", "1", "2"]
+    assert man["schema"]["categories"] == {"a": ["x", "y", "z"]}
+    view = man | {"owners": ["a", "b", "c"]}
+    for bad, words in [(owner("4", ["1", "0"], ["x", "y"]), "class list"),
+                       (owner("4", ["0", "1", "3"], ["x", "y"]), "does not extend"),
+                       (owner("4", ["0", "1"], ["y", "x"]), "column 'a'"),
+                       (dict(meta("4"), categories={"a": ["x"], "b": ["q"]}),
+                        "column 'b' is coded as categories in this file"),
+                       (dict(meta("4"), categories={}), "--ordinal 'a'")]:
+        with pytest.raises(InputError, match=words):
+            catalog.check_against(view, bad, "d")
+
+
 def test_each_owner_contributes_once() -> None:
     man = build((meta("1"), "a", 1))
     with pytest.raises(InputError, match="already contributed"):
@@ -64,9 +84,26 @@ def test_order_follows_the_coordinators_numbers_not_arrival() -> None:
 def test_selection_needs_a_label_and_k_in_range() -> None:
     man = build((meta("1", "columns", ("a", "b", "c"), label=None), "a", 1))
     with pytest.raises(InputError, match="label"):
-        catalog.ready_for_selection(man, 1)
+        catalog.ready_for_selection(man, 1, "passive3")
     man = build((meta("1", cols=("a", "b", "c")), "a", 1))
-    catalog.ready_for_selection(man, 2)
+    catalog.ready_for_selection(man, 2, "passive3")
     for k in (0, 3, -1):
         with pytest.raises(InputError, match="k must be"):
-            catalog.ready_for_selection(man, k)
+            catalog.ready_for_selection(man, k, "passive3")
+
+
+def test_one_owner_asking_for_active_security_rules_out_passive_jobs() -> None:
+    man = build((meta("1"), "a", 1), (dict(meta("2"), security="active3"), "b", 2))
+    assert catalog.required_security(man) == "active3"
+    assert catalog.summary(man)["requires"] == "active3"
+    catalog.ready_for_selection(man, 1, "active3")
+    with pytest.raises(InputError, match="b shared it for active3"):
+        catalog.ready_for_selection(man, 1, "passive3")
+    plain = build((meta("1"), "a", 1))
+    assert catalog.required_security(plain) is None
+    assert catalog.digest(plain) != catalog.digest(build((dict(meta("1"), security="active3"),
+                                                          "a", 1)))
+    for bad, words in [("active4", "stores its inputs in the active4 sharing"),
+                       ("active9", "unknown security setting")]:
+        with pytest.raises(InputError, match=words):
+            catalog.check_meta(dict(meta("3"), security=bad))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from reliability_common import FaultCluster, four_servers_with_results, plaintext, report
 
-from client.results import reconstruct
+from client.results import Reduced, reconstruct, write_csv
 from client.session import Client
 from mpcnet.errors import InputError
 from mpcnet.net.tls import run
@@ -69,3 +70,41 @@ def test_fetch_takes_the_parties_from_the_security_setting(
     assert np.array_equal(reconstruct(run(fetched("base-r"))), expected)
     report(request, "results: fetch took 4/4 (active4) and 3/3 (passive3) servers from the "
            "security setting; 4/4 forged listings refused")
+
+
+def test_reduced_csv_is_written_at_the_precision_of_its_encoding(tmp_path: Path) -> None:
+    """Every value reads back to the same fixed-point integer, in as few decimals as the
+    scale needs (0.0012, not 0.001199999824166298), and no file is silently replaced."""
+    from mpcnet.fixedpoint import auto_exponents, encode
+
+    rng = np.random.default_rng(5)
+    values = np.column_stack([rng.normal(0, 1e-3, 50), rng.normal(0, 1e6, 50),
+                              rng.integers(-9, 9, 50), np.full(50, 0.0012)])
+    values[0] = [0.0012, -3.5, 0, 1e-9]
+    exps = auto_exponents(values)
+    encoded = encode(values, exps)
+    out = tmp_path / "d.csv"
+    write_csv(out, Reduced(encoded, exps))
+    text = out.read_text().splitlines()
+    assert text[0] == "f1,f2,f3,f4" and text[1].split(",")[:3] == ["0.0012", "-3.5", "0"]
+    assert text[2].split(",")[3] == "0.0012"
+    back = np.array([line.split(",") for line in text[1:]], dtype=np.float64)
+    assert np.array_equal(encode(back, exps), encoded)
+    assert max(len(c) for line in text[1:] for c in line.split(",")) <= 24
+    with pytest.raises(InputError, match="--force"):
+        write_csv(out, Reduced(encoded, exps))
+    write_csv(out, Reduced(encoded[:2], exps), overwrite=True)
+    assert len(out.read_text().splitlines()) == 3
+
+
+def test_fetched_shares_are_private_files(cluster: FaultCluster, tmp_path: Path) -> None:
+    folder = tmp_path / "shares"
+    report_path = folder / "alice.reduced.npy"
+    for force in ((), ("--force",)):
+        out = cluster.client("analyst", "fetch", "--result", "base-r", "--shares-dir",
+                             str(folder), *force)
+        assert out.returncode == 0, out.stderr
+    assert report_path.is_file()
+    assert {oct(p.stat().st_mode & 0o777) for p in folder.iterdir()} == {"0o600"}
+    again = cluster.client("analyst", "fetch", "--result", "base-r", "--shares-dir", str(folder))
+    assert again.returncode == 2 and "--force" in again.stderr

@@ -84,19 +84,32 @@ def test_ordinal_codes_sorted_categories(tmp_path: Path) -> None:
     assert table.values[:, 1].tolist() == [1, 2, 3, 4, 5]
 
 
-def test_known_categories_are_reused_and_enforced(tmp_path: Path) -> None:
-    first = EncodingOptions("ordinal", known_categories={"c": ["b", "a", "z"], "n": ["2", "1"]})
+def test_known_categories_are_reused_and_extended(tmp_path: Path) -> None:
+    first = EncodingOptions(known_categories={"c": ["b", "a", "z"], "n": ["2", "1"]})
     path = write(tmp_path, "c,n,y\na,1,p\nz,2,q\n")
     table = read_csv(path, label="y", options=first)
     assert table.values.tolist() == [[1, 1], [2, 0]]  # numeric-looking n is coded by the list
     assert table.categories == {"c": ["b", "a", "z"], "n": ["2", "1"]}
-    bad = write(tmp_path, "c,n,y\na,1,p\nq,2,q\n", "bad.csv")
-    refused(bad, "row 2 (line 3)", "column 'c'", "'q'", "category list", label="y", options=first)
+    more = write(tmp_path, "c,n,y\nq,1,p\na,2,q\nc,3,q\n", "more.csv")
+    table = read_csv(more, label="y", options=first)
+    # the agreed codes stay, new categories follow them in sorted order
+    assert table.categories == {"c": ["b", "a", "z", "c", "q"], "n": ["2", "1", "3"]}
+    assert table.values.tolist() == [[4, 1], [1, 0], [3, 2]]
+
+
+def test_mostly_numeric_column_is_not_coded_unless_named(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,y\n1,x,p\n2,y,q\n3O,z,p\n4,,q\n")
+    refused(path, "row 3 (line 4)", "column 'a'", "'3O'", "3 of the column's 4", "--ordinal 'a'",
+            label="y", options=ORDINAL)
+    coded = EncodingOptions("ordinal", "zero", ordinal_columns=("a",))
+    table = read_csv(path, label="y", options=coded)
+    assert table.categories == {"a": ["1", "2", "3O", "4"], "b": ["x", "y", "z"]}
+    named = read_csv(path, label="y", drop=("b",),
+                     options=EncodingOptions(ordinal_columns=("a",)))
+    assert named.categories == {"a": ["1", "2", "3O", "4"]}
 
 
 def test_encoding_options_are_validated() -> None:
-    with pytest.raises(InputError, match="ordinal"):
-        EncodingOptions(known_categories={"c": ["a"]})
     with pytest.raises(InputError, match="categorical"):
         EncodingOptions(categorical="onehot")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="missing"):
@@ -210,8 +223,9 @@ def test_class_codes_numeric_and_text() -> None:
 def test_class_codes_with_agreed_list() -> None:
     classes, codes = class_codes(np.array(["y", "x"], dtype=object), ["x", "y", "z"])
     assert classes == ["x", "y", "z"] and codes.tolist() == [1, 0]
-    with pytest.raises(InputError, match="row 2"):
-        class_codes(np.array(["x", "w"], dtype=object), ["x", "y"])
+    # a later owner's new classes are appended, so the agreed codes keep their meaning
+    classes, codes = class_codes(np.array(["x", "w", "10", "2"], dtype=object), ["x", "y"])
+    assert classes == ["x", "y", "10", "2", "w"] and codes.tolist() == [0, 4, 2, 3]
 
 
 def test_one_hot_drops_last_class() -> None:

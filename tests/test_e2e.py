@@ -46,13 +46,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def _reduced(path: Path) -> tuple[list[str], np.ndarray]:
+    """Header and cells (as written: text) of a fetched CSV file."""
     with open(path) as f:
         rows = list(csv.reader(f))
-    return rows[0], np.array(rows[1:], dtype=np.float64)
+    return rows[0], np.array(rows[1:], dtype=str)
 
 
 def _plaintext(csv_path: Path, k: int, scale_from: Path | None = None) -> np.ndarray:
-    """D' in the clear, with the exponents the first owner's file (``scale_from``) fixes."""
+    """The cells of D' in the clear, with the exponents the first owner's file
+    (``scale_from``) fixes, as ``fetch --out`` writes them (equal cells mean equal encoded
+    values)."""
     from client.demo import plaintext_reference
     from mpcnet.dataset import class_codes
     from mpcnet.fixedpoint import auto_exponents
@@ -60,7 +63,8 @@ def _plaintext(csv_path: Path, k: int, scale_from: Path | None = None) -> np.nda
     table = read_csv(csv_path, label="label")
     first = read_csv(scale_from, label="label") if scale_from else table
     classes, _ = class_codes(first.labels)
-    return plaintext_reference(table, auto_exponents(first.values), classes, k)
+    return np.array(plaintext_reference(table, auto_exponents(first.values), classes,
+                                        k).texts(), dtype=str)
 
 
 def test_status_reports_every_server_and_its_mesh(cluster: LocalCluster) -> None:
@@ -102,8 +106,57 @@ def test_whole_rows_and_columns_give_the_same_reduced_dataset(
     # by rows, the first owner's rows fix the scales: the same features, and values equal to
     # the plaintext ones under those scales (they differ from "whole" only in rounding)
     assert np.array_equal(got["byrows"][1], _plaintext(files["whole"], 4, files["top"]))
-    step = np.abs(whole).max(axis=0) * 2.0**-28  # fixed point: precision relative to column
-    assert (np.abs(whole - got["byrows"][1]) <= step).all()
+    values, by_rows = whole.astype(np.float64), got["byrows"][1].astype(np.float64)
+    step = np.abs(values).max(axis=0) * 2.0**-28  # fixed point: precision relative to column
+    assert (np.abs(values - by_rows) <= step).all()
+
+
+def _with_site(src: Path, out: Path, sites: str, relabel: dict[int, str]) -> Path:
+    """``src`` with a text column ``site`` (row i gets sites[i % len]) and some labels changed."""
+    with open(src, newline="") as f:
+        rows = list(csv.reader(f))
+    li = rows[0].index("label")
+    for i, row in enumerate(rows[1:]):
+        row.insert(0, sites[i % len(sites)])
+        if i in relabel:
+            row[li + 1] = relabel[i]
+    rows[0].insert(0, "site")
+    with open(out, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return out
+
+
+def test_a_later_owner_adds_a_class_and_a_category_without_any_reupload(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    """Owners split by rows where only the second has a third class and a new category: the
+    first owner's stored shares stay as they are, and D' is the plaintext one exactly."""
+    from mpcnet.dataset import EncodingOptions
+    from mpcnet.fixedpoint import auto_exponents
+
+    first = _with_site(files["top"], tmp_path / "first.csv", "xy", {})
+    second = _with_site(files["bottom"], tmp_path / "second.csv", "yzxz",
+                        {i: "3" for i in range(0, 30, 3)})
+    for owner, path in (("hospital-a", first), ("hospital-b", second)):
+        ok(cluster.client(owner, "share", str(path), "--dataset", "grown", "--label", "label",
+                          "--categorical", "ordinal"))
+    listing = json.loads(ok(cluster.client("analyst", "--json", "datasets")))
+    grown = next(d for d in listing["alice"] if d["name"] == "grown")
+    assert grown["classes"] == ["1", "2", "3"] and grown["rows"] == 60
+    # the plaintext: both files with the grown lists, at the scales the first owner fixed
+    union = tmp_path / "union.csv"
+    union.write_text(first.read_text() + "".join(second.read_text().splitlines(True)[1:]))
+    lists = EncodingOptions(known_categories={"site": ["x", "y", "z"]})
+    table = read_csv(union, label="label", options=lists)
+    exponents = auto_exponents(read_csv(first, label="label", options=lists).values)
+    from client.demo import plaintext_reference
+    expected = np.array(plaintext_reference(table, exponents, ["1", "2", "3"], 5).texts())
+    for security in ("passive3", "active3"):
+        ok(cluster.client("analyst", "select", "--dataset", "grown", "--k", "5", "--result",
+                          f"grown-{security}", "--security", security))
+        target = tmp_path / f"grown-{security}.csv"
+        ok(cluster.client("analyst", "fetch", "--result", f"grown-{security}", "--out",
+                          str(target)))
+        assert np.array_equal(_reduced(target)[1], expected)
 
 
 def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict[str, Path],
@@ -124,6 +177,17 @@ def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict
     assert np.array_equal(_reduced(target)[1], _plaintext(files["whole"], 4))
 
 
+def test_an_owner_who_shares_for_active3_rules_out_passive_jobs(
+        cluster: LocalCluster, files: dict[str, Path]) -> None:
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "guard",
+                      "--label", "label", "--security", "active3"))
+    assert "active3" in ok(cluster.client("analyst", "datasets"))
+    r = cluster.client("analyst", "select", "--dataset", "guard", "--k", "3", "--result", "g")
+    assert r.returncode == 2 and "run the job with --security active3" in r.stderr, r.stderr
+    ok(cluster.client("analyst", "select", "--dataset", "guard", "--k", "3", "--result", "g",
+                      "--security", "active3"))
+
+
 def test_results_belong_to_their_analyst_and_those_it_shares_with(
         cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
     """A result is fetched by the analyst who signed its request and the analysts it named;
@@ -140,8 +204,8 @@ def test_results_belong_to_their_analyst_and_those_it_shares_with(
                        and r["share_with"] == ["analyst-2"] for r in rs)
                    for rs in listed.values()), (who, listed)
         ok(cluster.client(who, "fetch", "--result", "owned-r", "--from", "analyst", "--out",
-                          str(tmp_path / "d.csv")))
-        assert np.array_equal(_reduced(tmp_path / "d.csv")[1], expected)
+                          str(tmp_path / f"{who}.csv")))
+        assert np.array_equal(_reduced(tmp_path / f"{who}.csv")[1], expected)
     # analyst-3 sees neither the result nor the job, on any server
     r = cluster.client("analyst-3", "fetch", "--result", "owned-r", "--out",
                        str(tmp_path / "no.csv"))
@@ -275,6 +339,42 @@ def test_restart_between_sharing_and_selection_loses_nothing(
                       str(tmp_path / "d.csv")))
     assert np.array_equal(_reduced(tmp_path / "d.csv")[1],
                           _plaintext(files["whole"], 4, files["top"]))
+
+
+def test_with_a_server_down_every_command_fails_fast_naming_it(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    """No job is queued that cannot run, and listings still answer, marking the server."""
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "fast",
+                      "--label", "label"))
+    ok(cluster.client("analyst", "select", "--dataset", "fast", "--k", "3", "--result",
+                      "fast-r"))
+    jobs_before = len(json.loads(ok(cluster.client("analyst", "--json", "jobs")))["alice"])
+    cluster.kill("carol")
+    times: dict[str, float] = {}
+    try:
+        commands = {
+            "select": ("analyst", "select", "--dataset", "fast", "--k", "3", "--result", "x"),
+            "fetch": ("analyst", "fetch", "--result", "fast-r", "--out", str(tmp_path / "o")),
+            "share": ("hospital-b", "share", str(files["top"]), "--dataset", "f2", "--label",
+                      "label"),
+            "datasets": ("analyst", "datasets"), "results": ("analyst", "results"),
+            "jobs": ("analyst", "jobs")}
+        for what, (who, *args) in commands.items():
+            t0 = time.monotonic()
+            r = cluster.client(who, *args)
+            took = time.monotonic() - t0
+            assert r.returncode == 3 and "carol" in r.stderr, (what, r.stderr)
+            assert took <= 3.0, f"{what} took {took:.1f} s with carol down"
+            times[what] = took
+            if what in ("datasets", "results", "jobs"):
+                assert "carol: DOWN" in r.stdout and "alice" not in r.stderr, r.stdout
+        assert not (tmp_path / "o").exists()
+        print("\n[e2e] carol down: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
+    finally:
+        cluster.start(["carol"])
+    # nothing was queued while carol was down
+    assert len(json.loads(ok(cluster.client("analyst", "--json", "jobs")))["alice"]) \
+        == jobs_before
 
 
 @pytest.fixture

@@ -59,16 +59,18 @@ class World:
                 "submitted_by": r.analyst, "n_parties": 3, "request": wire} | over
 
 
-def _share_dataset(storage: Storage, dep: Deployment, party: int) -> None:
-    """The same contribution to dataset ``study`` on this server (its own share of it)."""
+def _share_dataset(storage: Storage, dep: Deployment, party: int, dataset: str = "study",
+                   security: str = "passive3") -> None:
+    """The same contribution to ``dataset`` on this server (its own share of it), shared for
+    ``security``."""
     meta = catalog.contribution_meta(
-        dataset="study", upload_id="u1", layout="rows", sharing="passive3", rows=ROWS,
+        dataset=dataset, upload_id="u1", layout="rows", sharing="passive3", rows=ROWS,
         columns=[f"c{i}" for i in range(COLS)], exponents=[0] * COLS, categories={},
-        label="y", classes=["0", "1"])
+        label="y", classes=["0", "1"], security=security)
     info = registry.for_sharing("passive3")
     up = Upload.describe(storage, dep, party, "hospital-a", meta)
     up.receive("data", info.share(np.zeros((ROWS, COLS), np.uint64))[party])
-    up.receive("labels", info.share(np.zeros((ROWS, 1), np.uint64))[party])
+    up.receive("labels", info.share(np.zeros((ROWS, 2), np.uint64))[party])
     up.commit(is_coordinator=True, seq=None)
 
 
@@ -88,6 +90,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         storage = Storage(dep.server(name).data_dir)
         storage.open()
         _share_dataset(storage, dep, dep.party(name))
+        _share_dataset(storage, dep, dep.party(name), "guarded", "active3")
         books.append(JobBook(dep, name, storage, load_ca(dep.ca)))
     yield World(dep, books[0], books[1], itertools.count(0xABC000))
     for book in books:
@@ -196,6 +199,24 @@ def test_a_member_refuses_every_other_job_and_says_why(world: World) -> None:
             rec = world.bob.jobs[spec["id"]]  # recorded for the analyst, never started
             assert rec.state == "failed" and rec.started is None and words in str(rec.error)
     assert not any(j.state == "running" for j in world.bob.jobs.values())
+
+
+def test_a_dataset_shared_for_active_security_runs_under_active_security_only(
+        world: World) -> None:
+    """An owner who shared for active3 does not trust every server to follow the protocol:
+    no server runs a passive job on its data, even one the analyst signed (an analyst and a
+    cheating server together could otherwise read unselected columns through D')."""
+    def spec(security: str) -> dict[str, Any]:
+        wire = world.request(dataset="guarded", security=security)
+        digest = catalog.digest(world.bob.storage.dataset("guarded"))
+        return world.spec(wire, dataset="guarded", security=security, digest=digest)
+
+    for book in (world.alice, world.bob):
+        with pytest.raises(InputError, match="active security only; run the job with "
+                                             "--security active3"):
+            book.accept(spec("passive3")) if book is world.bob else book.submit(
+                world.request(dataset="guarded", security="passive3"), "analyst")
+    assert world.bob.accept(spec("active3")).state == "running"
 
 
 def test_a_request_is_used_up_once_its_signature_verifies_on_the_member(world: World) -> None:

@@ -41,14 +41,14 @@ def _meta(**over: Any) -> dict[str, Any]:
 def _shares(party: int = 1) -> tuple[np.ndarray, np.ndarray]:
     info = registry.for_sharing("passive3")
     return (info.share(np.zeros((ROWS, COLS), np.uint64))[party],
-            info.share(np.zeros((ROWS, 1), np.uint64))[party])
+            info.share(np.zeros((ROWS, 2), np.uint64))[party])
 
 
 def test_an_upload_is_described_then_staged_then_committed(setup: tuple[Deployment, Storage]
                                                            ) -> None:
     dep, storage = setup
     up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
-    assert up.expect == {"data": (2, ROWS, COLS), "labels": (2, ROWS, 1)}
+    assert up.expect == {"data": (2, ROWS, COLS), "labels": (2, ROWS, 2)}
     data, labels = _shares()
     up.receive("data", data)
     assert up.state == "receiving" and storage.dataset("d") is None

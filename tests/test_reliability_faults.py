@@ -193,14 +193,20 @@ def test_server_killed_in_each_phase(cluster: FaultCluster, files: dict[str, Pat
 
 
 # -- a peer that never connects -----------------------------------------------------------------
-def _select_without_bob(cluster: FaultCluster, result: str, reason: str) -> float:
-    """A selection refused naming bob and ``reason``, whose job carol fails naming bob too;
-    returns how long the client waited."""
+def _select_without_bob(cluster: FaultCluster, result: str, reason: str,
+                        queued: bool = True) -> float:
+    """A selection refused naming bob and ``reason``, whose job carol fails naming bob too
+    (or, if not ``queued``, that no server ever recorded); returns how long the client
+    waited."""
     t = time.monotonic()
     err = refused(cluster.client("analyst", "select", "--dataset", "small", "--k", "3",
                                  "--result", result), code=3)
     waited = time.monotonic() - t
     assert "bob" in err and reason in err, err
+    if not queued:
+        assert job_records(cluster, ["alice", "carol"], result) == {"alice": None,
+                                                                    "carol": None}
+        return waited
     carol = wait_jobs_ended(cluster, ["carol"], result, timeout=BOUND)["carol"]
     assert carol["state"] == "failed" and "bob" in carol["error"], carol
     return waited
@@ -217,13 +223,15 @@ def test_peer_that_never_connects(cluster: FaultCluster, files: dict[str, Path],
     share_wait = time.monotonic() - t
     assert "bob" in err and "cannot reach" in err, err
     assert snapshot(cluster) == before
-    select_wait = _select_without_bob(cluster, "no-bob", "cannot reach")
+    # the client sees bob is down and queues nothing
+    select_wait = _select_without_bob(cluster, "no-bob", "cannot reach", queued=False)
     r = cluster.client("analyst", "status")
     assert r.returncode == 3 and "bob" in r.stderr
     _back(cluster, "bob")
     _retry_select(cluster, files, "no-bob-retry")
 
-    # 2. bob runs and answers clients but never joins the job's mesh
+    # 2. bob runs and answers clients (and the coordinator's probe) but never joins the job's
+    # mesh: the job is queued and fails naming it
     cluster.faults("bob", delay_follow=8)
     mesh_wait = _select_without_bob(cluster, "bob-absent", "no message within")
     cluster.faults("bob")

@@ -93,7 +93,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             r[-1] = "1"
     f["oneclass"] = _edit(base, d / "oneclass.csv", one_class)
     f["nolabel"] = _edit(base, d / "nolabel.csv", _set(12, -1, ""))
-    f["newclass"] = _edit(f["more"], d / "newclass.csv", _set(4, -1, "7"))
 
     def dup(rows: list[list[str]]) -> None:
         rows[0][2] = rows[0][1]
@@ -127,7 +126,11 @@ def _cases(f: dict[str, Path], cols: list[str]) -> list[Case]:
         ("duplicate column name", *share("hospital-b", "dup", *lab, dataset="n1"),
          ["dup.csv", "both named"]),
         ("non-numeric cell", *share("hospital-b", "nonnum", *lab, dataset="n1"),
-         ["nonnum.csv", "row 3 (line 4)", f"column {cols[2]!r}", "'abc' is not a number"]),
+         ["nonnum.csv", "row 3 (line 4)", f"column {cols[2]!r}", "'abc' is not a number",
+          "--categorical ordinal"]),
+        ("a typo in a numeric column, coded as categories",
+         *share("hospital-b", "nonnum", *lab, "--categorical", "ordinal", dataset="n1"),
+         ["nonnum.csv", "row 3 (line 4)", f"column {cols[2]!r}", f"--ordinal {cols[2]!r}"]),
         ("empty cell", *share("hospital-b", "missing", *lab, dataset="n1"),
          ["missing.csv", "row 7 (line 8)", f"column {cols[1]!r}", "missing value"]),
         ("NA cell", *share("hospital-b", "na", *lab, dataset="n1"),
@@ -139,13 +142,12 @@ def _cases(f: dict[str, Path], cols: list[str]) -> list[Case]:
         ("1e999 (beyond float64)", *share("hospital-b", "huge", *lab, dataset="n1"),
          ["huge.csv", "row 6 (line 7)", "too large"]),
         ("beyond the fixed-point range", *share("hospital-b", "range", *lab),
-         ["range.csv", "row 8", f"column {cols[5]!r}", "2**40"]),
+         ["range.csv", "row 8", f"column {cols[5]!r}", "2**40", "first contribution fixed",
+          "new --dataset"]),
         ("one class only", *share("hospital-b", "oneclass", *lab, dataset="n1"),
          ["oneclass.csv", "only the class"]),
         ("missing label", *share("hospital-b", "nolabel", *lab, dataset="n1"),
          ["nolabel.csv", "row 12 (line 13)", "label is missing"]),
-        ("class outside the agreed list", *share("hospital-b", "newclass", *lab),
-         ["newclass.csv", "'7'", "agreed classes"]),
         ("unknown label column", *share("hospital-b", "base", "--label", "nope", dataset="n1"),
          ["base.csv", "label column 'nope' is not in the header"]),
         ("file not found", "hospital-b", ["share", str(f["base"].with_name("none.csv")),

@@ -71,7 +71,7 @@ def _plaintext_columns(parts: list[Path], k: int) -> np.ndarray:
     whole = Table(columns=[c for t in tables for c in t.columns],
                   values=np.hstack([t.values for t in tables]), labels=labels, categories={})
     classes, _ = class_codes(labels)
-    return plaintext_reference(whole, auto_exponents(whole.values), classes, k)
+    return plaintext_reference(whole, auto_exponents(whole.values), classes, k).values
 
 
 def _queued_at_once(jobs: list[dict[str, Any]]) -> int:

@@ -13,16 +13,19 @@ from parties import catalog
 from parties.storage import Storage, StorageError, write_array
 
 
-def _contribute(st: Storage, upload: str, owner: str, seq: int, rows: int = 4) -> None:
+def _contribute(st: Storage, upload: str, owner: str, seq: int, rows: int = 4,
+                classes: tuple[str, ...] = ("0", "1"), labels: np.ndarray | None = None
+                ) -> None:
     meta = catalog.contribution_meta(dataset="d", upload_id=upload, layout="rows",
                                      sharing="passive3", rows=rows, columns=["a", "b"],
                                      exponents=[0, 0], categories={}, label="y",
-                                     classes=["0", "1"])
+                                     classes=list(classes))
     staged = st.stage("upload")
     files = {"data": write_array(staged / f"{upload}.data.npy",
                                  np.full((2, rows, 2), seq, dtype=np.uint64)),
              "labels": write_array(staged / f"{upload}.labels.npy",
-                                   np.zeros((2, rows, 1), dtype=np.uint64))}
+                                   np.zeros((2, rows, 1), dtype=np.uint64)
+                                   if labels is None else labels)}
     man = st.dataset("d")
     entry = dict(catalog.entry(meta, owner), seq=seq, files=files)
     new = catalog.assemble("d", "rows", "passive3", (man["contributions"] if man else []) + [entry])
@@ -43,6 +46,28 @@ def test_contributions_join_in_order_and_survive_reopening(tmp_path: Path) -> No
     assert st.verify_all() == 4
     assert st.withdraw("d", "u2") and st.load_dataset("d")[0]["rows"] == 3
     assert st.withdraw("d", "u1") and st.dataset_names() == []
+
+
+def test_label_matrices_grow_with_the_class_list(tmp_path: Path) -> None:
+    """An owner who adds a class leaves the earlier owners' label shares valid: they are padded
+    with zero columns (shares of zero) and the last class dropped, as Protocol 2 wants."""
+    from mpcnet.dataset import indicators, one_hot
+    from mpcnet.schemes import rep3
+
+    first, second = np.array([0, 1, 1]), np.array([2, 0, 1, 2])
+    shares_1, shares_2 = rep3.share(indicators(first, 2)), rep3.share(indicators(second, 3))
+    loaded = []
+    for party in range(3):
+        st = Storage(tmp_path / str(party))
+        st.open()
+        _contribute(st, "u1", "a", 1, rows=3, labels=shares_1[party])
+        _contribute(st, "u2", "b", 2, rows=4, classes=("0", "1", "2"), labels=shares_2[party])
+        man, _, labels = st.load_dataset("d")
+        assert man["schema"]["classes"] == ["0", "1", "2"] and labels is not None
+        loaded.append(labels)
+        st.close()
+    expected = one_hot(np.concatenate([first, second]), 3)
+    assert np.array_equal(rep3.reconstruct(dict(enumerate(loaded))), expected)
 
 
 def test_damage_is_detected_not_computed_on(tmp_path: Path) -> None:
@@ -79,14 +104,21 @@ def test_results_commit_as_a_whole_in_their_analysts_namespace(tmp_path: Path) -
     for owner in ("ann", "bea"):  # one name, two analysts: two results
         staged, files = st.stage_result({"reduced": np.ones((2, 3, 2), np.uint64),
                                          "exponents": np.zeros((2, 2), np.uint64)})
-        st.commit_result({"name": "r", "owner": owner, "files": files}, staged)
+        st.commit_result({"name": "r", "owner": owner, "files": files,
+                          "share_with": ["cid"] if owner == "bea" else []}, staged)
     man, arrays = st.load_result("ann", "r")
     assert arrays["reduced"].shape == (2, 3, 2) and man["owner"] == "ann"
-    assert st.result_keys() == [("ann", "r"), ("bea", "r")] and st.result("ann", "x") is None
+    assert [m["owner"] for m in st.results_for("ann")] == ["ann"]
+    assert [m["owner"] for m in st.results_for("cid")] == ["bea"]
+    assert st.results_for("dan") == [] and st.result("ann", "x") is None
     staged, files = st.stage_result({"reduced": np.ones(1, np.uint64)})
     with pytest.raises(StorageError, match="exists"):
         st.commit_result({"name": "r", "owner": "ann", "files": files}, staged)
     assert st.verify_all() == 4
+    st.close()
+    st = Storage(tmp_path)  # the index is rebuilt from the stored manifests
+    st.open()
+    assert [m["owner"] for m in st.results_for("cid")] == ["bea"]
     st.close()
 
 
@@ -100,7 +132,7 @@ def test_a_result_without_an_analyst_is_kept_but_not_served(tmp_path: Path) -> N
     st.close()
     st = Storage(tmp_path)
     st.open()
-    assert (legacy / "manifest.json").is_file() and st.result_keys() == []
+    assert (legacy / "manifest.json").is_file() and st.results_for("None") == []
     st.close()
 
 
@@ -161,7 +193,7 @@ def test_stored_folders_and_files_are_private_whatever_the_umask(tmp_path: Path)
         info = registry.for_sharing("passive3")
         up = Upload.describe(st, dep, 0, "hospital-a", meta)
         up.receive("data", info.share(np.zeros((4, 2), np.uint64))[0])
-        up.receive("labels", info.share(np.zeros((4, 1), np.uint64))[0])
+        up.receive("labels", info.share(np.zeros((4, 2), np.uint64))[0])
         up.commit(is_coordinator=True, seq=None)
         staged, files = st.stage_result({"reduced": np.zeros((2, 4, 1), np.uint64)})
         st.commit_result({"name": "r", "owner": "analyst", "files": files}, staged)

@@ -22,15 +22,16 @@ class SchemeInfo:
     share: Callable[[np.ndarray], list[np.ndarray]]
     reconstruct: Callable[..., np.ndarray]  # (shares by party, binary=False)
     sharing: str  # the setting whose input sharing datasets are stored in (reused by others)
+    active: bool  # secure against a server that deviates (not only one that looks)
 
 
 SCHEMES: dict[str, SchemeInfo] = {
     "passive3": SchemeInfo("passive3", 3, rep3.Rep3, rep3.share, rep3.reconstruct,
-                           "passive3"),
+                           "passive3", active=False),
     "active3": SchemeInfo("active3", 3, spdz3.Spdz3, rep3.share, rep3.reconstruct,
-                          "passive3"),
+                          "passive3", active=True),
     "active4": SchemeInfo("active4", 4, rep4.Rep4, rep4.share, rep4.reconstruct,
-                          "active4"),
+                          "active4", active=True),
 }
 
 

@@ -1,0 +1,80 @@
+"""The command lines: every option says what it does and its default, and every refusal that
+suggests an option names one that exists."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from certs.main import parser as certs_parser
+from client.demo import parser as demo_parser
+from client.main import parser as client_parser
+from mpcnet.dataset import EncodingOptions, read_csv
+from mpcnet.errors import MPCError
+from parties import catalog
+from parties.main import parser as party_parser
+
+
+def _options(p: argparse.ArgumentParser, where: str) -> Iterator[tuple[str, argparse.Action]]:
+    """Every optional option of ``p`` and of its subcommands (not those one of which must be
+    given), with the command it belongs to."""
+    chosen = {id(a) for g in p._mutually_exclusive_groups if g.required for a in g._group_actions}
+    for action in p._actions:
+        if id(action) in chosen:
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, f"{where} {name}")
+        elif action.option_strings and not isinstance(action, argparse._HelpAction):
+            yield where, action
+
+
+PARSERS = {"mpc-client": client_parser, "mpc-party": party_parser, "mpc-certs": certs_parser,
+           "mpc-demo": demo_parser}
+
+
+@pytest.mark.parametrize("prog", sorted(PARSERS))
+def test_every_option_has_a_help_text_with_its_default(prog: str) -> None:
+    options = list(_options(PARSERS[prog](), prog))
+    assert options
+    for where, action in options:
+        name = f"{where} {action.option_strings[0]}"
+        assert action.help, f"{name} has no help text"
+        if not action.required:  # a required one has none
+            assert "default" in action.help, f"{name} does not say its default: {action.help}"
+
+
+def _refusal(fn: object, *args: object, **kwargs: object) -> str:
+    with pytest.raises(MPCError) as err:
+        fn(*args, **kwargs)  # type: ignore[operator]
+    return str(err.value)
+
+
+def test_refusals_suggest_only_options_that_exist(tmp_path: Path) -> None:
+    share = next(a.choices["share"] for a in client_parser()._actions
+                 if isinstance(a, argparse._SubParsersAction))
+    exists = {s for a in share._actions for s in a.option_strings}
+    csv = tmp_path / "a.csv"
+    csv.write_text("a,b,y\n1,x,p\n2,,q\n3O,z,p\n4,w,q\n")
+    rows = catalog.contribution_meta(dataset="d", upload_id="u1", layout="rows",
+                                     sharing="passive3", rows=4, columns=["a", "b"],
+                                     exponents=[0, 0], categories={"b": ["w", "x", "z"]},
+                                     label="y", classes=["p", "q"])
+    entry = dict(catalog.entry(rows, "o1"), seq=1)
+    view = catalog.assemble("d", "rows", "passive3", [entry]) | {"owners": ["o1"]}
+    messages = [
+        _refusal(read_csv, csv, label="y"),  # text in a numeric column
+        _refusal(read_csv, csv, label="y", options=EncodingOptions("ordinal", "zero")),  # typo
+        _refusal(read_csv, csv, label="y", options=EncodingOptions(ordinal_columns=("a", "b"))),
+        _refusal(catalog.check_against, view, dict(rows, id="u2", categories={}), "o2"),
+        _refusal(catalog.check_against, view, dict(rows, id="u2", label="b"), "o2"),
+        _refusal(catalog.check_against, view, dict(rows, id="u2", layout="columns"), "o2"),
+        _refusal(catalog.check_against, None, dict(rows, label=None, classes=None), "o1"),
+    ]
+    named = {opt for msg in messages for opt in re.findall(r"--[a-z][a-z-]*", msg)}
+    assert {"--drop", "--categorical", "--ordinal", "--missing", "--label", "--rows"} <= named
+    assert named <= exists, f"refusals name options that do not exist: {named - exists}"
