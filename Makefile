@@ -1,29 +1,37 @@
-# The two commands of the README. Both work on a fresh machine with Python 3.11+.
+# The two commands of the README. Both work on a fresh machine with Python 3.11+: they make a
+# virtual environment in .venv (distributions that mark their Python as externally managed
+# refuse a bare `pip install`) and install into it; nothing outside the clone is touched.
 PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
 
 .PHONY: demo test bench accuracy network scaling
 
-demo:  ## install, then run the whole product locally on the bundled dataset and check it
-	$(PYTHON) -m pip install -q -e .
-	$(PYTHON) -m client.demo
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
 
-test:  ## install with the dev and benchmark tools, lint, type-check, and run the test suite (slow benchmarks skipped)
-	$(PYTHON) -m pip install -q -e '.[dev,bench]'
-	$(PYTHON) -m ruff check mpcnet parties client certs tests bench
-	$(PYTHON) -m mypy mpcnet parties client certs
-	$(PYTHON) -m pytest -q
+demo: $(PY)  ## install, then run the whole product locally on the bundled dataset and check it
+	$(PY) -m pip install -q -e .
+	$(PY) -m client.demo
 
-bench:  ## in-process benchmark of the three paper shapes
-	$(PYTHON) -m bench.inprocess
+test: $(PY)  ## install with the dev, API and benchmark tools, lint, type-check, run the tests (slow ones skipped)
+	$(PY) -m pip install -q -e '.[dev,api,bench]'
+	$(PY) -m ruff check mpcnet parties client certs tests bench
+	$(PY) -m mypy mpcnet parties client certs
+	$(PY) -m pytest -q
 
-accuracy:  ## cross-validated accuracy table (RAW vs MS-GINI/GI/PCC/MI), about a minute
-	$(PYTHON) -m pip install -q -e '.[bench]'
-	$(PYTHON) -m bench.accuracy
+bench: $(PY)  ## in-process benchmark of the three paper shapes
+	$(PY) -m bench.inprocess
 
-network:  ## the paper's shapes over TLS between local server processes, every setting (~2 min)
-	$(PYTHON) -m pip install -q -e '.[bench]'
-	$(PYTHON) -m bench.network --repeat 5
+accuracy: $(PY)  ## cross-validated accuracy table (RAW vs MS-GINI/GI/PCC/MI), about a minute
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m bench.accuracy
 
-scaling:  ## growth with m (to 100,000 rows), p and k, with plots (~7 min)
-	$(PYTHON) -m pip install -q -e '.[bench]'
-	$(PYTHON) -m bench.scaling
+network: $(PY)  ## the paper's shapes over TLS between local server processes, every setting (~2 min)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m bench.network --repeat 5
+
+scaling: $(PY)  ## growth with m (to 100,000 rows), p and k, with plots (~7 min)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m bench.scaling

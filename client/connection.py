@@ -88,7 +88,12 @@ class ServerSession:
         gets the answer to its own request."""
         async with self._turn:
             self.conn.send(*wire.encode(wire.Request(op, args)))
-            return await self._reply(timeout)
+            try:
+                return await self._reply(timeout)
+            except PeerError:
+                # a late answer would be read as the next request's: start afresh
+                self.conn.close()
+                raise
 
     async def send_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for name, arr in arrays.items():

@@ -3,7 +3,8 @@
     mpc-client --config deploy/local.toml --as hospital-a share a.csv --dataset d --label y
     mpc-client --config deploy/local.toml --as analyst select --dataset d --k 10 --result r
     mpc-client --config deploy/local.toml --as analyst fetch --result r --out reduced.csv
-    mpc-client --config deploy/local.toml --as analyst status | datasets | results | jobs
+    mpc-client --config deploy/local.toml --as analyst datasets     # also: status, results, jobs
+    mpc-client plaintext a.csv b.csv --label y --k 10 --out expected.csv   # local, no servers
 
 Exit status 0 on success; otherwise non-zero with a one-line reason on stderr (2: refused or
 bad input, 3: a server unreachable or failed, 4: cheating detected).
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mpcnet import config
-from mpcnet.errors import AccessDenied, CheatingDetected, MPCError, PeerError
+from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
 from mpcnet.net.tls import run
 
 
@@ -28,9 +29,11 @@ def parser() -> argparse.ArgumentParser:
     """The command line of ``mpc-client``."""
     p = argparse.ArgumentParser(prog="mpc-client", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", required=True, type=Path, help="deployment TOML file")
-    p.add_argument("--as", dest="identity", required=True,
-                   help="who you are: a client (or server, for status) name in the file")
+    p.add_argument("--config", type=Path, help="deployment TOML file (needed by every command "
+                   "that talks to the servers; default: none)")
+    p.add_argument("--as", dest="identity",
+                   help="who you are: a client (or server, for status) name in the file "
+                        "(needed with --config; default: none)")
     p.add_argument("--json", action="store_true",
                    help="print machine-readable JSON (default: text)")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -39,27 +42,39 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("file", type=Path, help="the CSV file (plain or gzip, UTF-8, header row)")
     s.add_argument("--dataset", required=True, help="the dataset it contributes to (created "
                    "by its first contribution)")
-    s.add_argument("--label", help="the label column (required by rows; one owner by columns; "
-                   "default: none)")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--rows", dest="layout", action="store_const", const="rows",
-                   help="contribute records (horizontal split; default)")
-    g.add_argument("--columns", dest="layout", action="store_const", const="columns",
-                   help="contribute attributes of the same records (vertical split; "
-                        "default: --rows)")
-    s.add_argument("--categorical", choices=("refuse", "ordinal"), default="refuse",
-                   help="text cells: refuse them, or code each mostly-text column's "
-                        "categories as 0..c-1 in sorted order (default: refuse)")
-    s.add_argument("--ordinal", nargs="*", default=[], metavar="COL",
-                   help="columns coded as categories whatever their cells look like "
-                        "(default: none)")
-    s.add_argument("--missing", choices=("refuse", "zero", "mean"), default="refuse",
-                   help="empty, NA, NaN or ? cells: refuse them, put 0, or put the column's "
-                        "mean in this file (default: refuse)")
-    s.add_argument("--drop", nargs="*", default=[], metavar="COL",
-                   help="columns to leave out (default: none)")
-    s.add_argument("--security", help="setting whose input sharing to use (default: passive3 "
+    _encoding_options(s)
+    s.add_argument("--schema", type=Path, metavar="TOML",
+                   help="declare the dataset's schema with its first contribution (see "
+                        "draft-schema; default: the first file fixes it)")
+    _release_option(s, "what an analyst may receive of results on the dataset: shares only "
+                       "(to pass on), the values of D', the label column, the selected "
+                       "columns' names; the dataset releases what all its owners allow")
+    s.add_argument("--security", help="the setting you share for: passive3, active3 (then no "
+                   "job on the dataset runs under passive3) or active4 (default: passive3 "
                    "with 3 servers, active4 with 4)")
+
+    s = sub.add_parser("schema", help="print a dataset's schema as a TOML file (owners)")
+    s.add_argument("--dataset", required=True, help="the dataset")
+    s.add_argument("--out", type=Path, help="write it here (default: print it)")
+
+    s = sub.add_parser("draft-schema", help="write a draft schema from a sample CSV (local)")
+    s.add_argument("file", type=Path, help="a sample CSV file")
+    _encoding_options(s)
+    s.add_argument("--out", type=Path, help="write it here (default: print it)")
+
+    s = sub.add_parser("plaintext", help="the selection the servers should produce, computed "
+                       "here in the clear from the same files and options (local)")
+    s.add_argument("files", type=Path, nargs="+", help="the owners' CSV files, in the order "
+                   "they were shared")
+    s.add_argument("--k", required=True, type=int, help="how many features to keep")
+    _encoding_options(s)
+    s.add_argument("--schema", type=Path, metavar="TOML",
+                   help="the dataset's declared schema (default: none)")
+    s.add_argument("--out", type=Path, help="write D' here, as fetch --out does (default: "
+                   "print the selected columns only)")
+    _release_option(s, "what to write, as fetch --out would under this release")
+    s.add_argument("--force", action="store_true",
+                   help="replace an existing --out file (default: refuse)")
 
     s = sub.add_parser("select", help="select the k best features of a dataset")
     s.add_argument("--dataset", required=True, help="the dataset to select from")
@@ -96,6 +111,46 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true",
                    help="replace an existing --out file or shares (default: refuse)")
     return p
+
+
+def _release_option(s: argparse.ArgumentParser, what: str) -> None:
+    s.add_argument("--release", nargs="+", choices=("shares", "values", "label", "names"),
+                   default=["values"], metavar="WHAT",
+                   help=f"{what}: shares, or values [label] [names] (default: values)")
+
+
+def _release(args: argparse.Namespace) -> tuple[str, ...]:
+    """--release as catalog.RELEASES: 'shares' alone means none of them."""
+    chosen = set(args.release)
+    if "shares" in chosen and len(chosen) > 1:
+        raise InputError("--release shares means shares only; do not combine it with "
+                         f"{', '.join(sorted(chosen - {'shares'}))}")
+    if chosen & {"label", "names"} and "values" not in chosen:
+        raise InputError("--release label or names comes with the values: add values")
+    return tuple(sorted(chosen - {"shares"}))
+
+
+def _encoding_options(s: argparse.ArgumentParser) -> None:
+    """How a CSV file is read: the options of share, draft-schema and plaintext."""
+    s.add_argument("--label", help="the label column (required by rows; one owner by columns; "
+                   "default: none)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--rows", dest="layout", action="store_const", const="rows",
+                   help="contribute records (horizontal split; default)")
+    g.add_argument("--columns", dest="layout", action="store_const", const="columns",
+                   help="contribute attributes of the same records (vertical split; "
+                        "default: --rows)")
+    s.add_argument("--categorical", choices=("refuse", "ordinal"), default="refuse",
+                   help="text cells: refuse them, or code each mostly-text column's "
+                        "categories as 0..c-1 in sorted order (default: refuse)")
+    s.add_argument("--ordinal", nargs="*", default=[], metavar="COL",
+                   help="columns coded as categories whatever their cells look like "
+                        "(default: none)")
+    s.add_argument("--missing", choices=("refuse", "zero", "mean"), default="refuse",
+                   help="empty, NA, NaN or ? cells: refuse them, put 0, or put the column's "
+                        "mean in this file (default: refuse)")
+    s.add_argument("--drop", nargs="*", default=[], metavar="COL",
+                   help="columns to leave out (default: none)")
 
 
 def _print(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -150,6 +205,9 @@ async def _run(args: argparse.Namespace) -> int:
     from client.results import check_writable, reconstruct_encoded, write_csv, write_shares
     from client.session import Client
 
+    if args.config is None or args.identity is None:
+        raise InputError(f"`mpc-client {args.cmd}` talks to the servers: give --config FILE "
+                         "and --as NAME before it")
     dep = config.load(args.config)
     cl = Client(dep, args.identity)
     try:
@@ -182,7 +240,8 @@ async def _run(args: argparse.Namespace) -> int:
             s = await cl.share(args.file, args.dataset, label=args.label,
                                layout=args.layout or "rows", categorical=args.categorical,
                                missing=args.missing, drop=tuple(args.drop),
-                               ordinal=tuple(args.ordinal), security=args.security)
+                               ordinal=tuple(args.ordinal), security=args.security,
+                               schema=args.schema, release=_release(args))
             _print(args, s.__dict__,
                    f"shared {s.rows} rows x {s.columns} columns"
                    f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
@@ -197,6 +256,10 @@ async def _run(args: argparse.Namespace) -> int:
             _print(args, job, f"job {job['id']} done: result {job['result']!r} stored "
                    f"({args.k} features of {job['dataset']!r}, {job['security']})\n"
                    + figures_text(job.get("figures")))
+            return 0
+        if args.cmd == "schema":
+            text = await cl.schema_toml(args.dataset)
+            _write_or_print(args.out, text)
             return 0
         if args.cmd in ("datasets", "results", "jobs"):
             by_server, missing = await cl.listing(args.cmd)
@@ -221,13 +284,62 @@ async def _run(args: argparse.Namespace) -> int:
                 reduced = reconstruct_encoded(fetched)
                 write_csv(args.out, reduced, overwrite=args.force)
                 rows, k = reduced.encoded.shape
+                extra = [f"the label {reduced.label!r}" if reduced.classes is not None else "",
+                         "the selected columns' names" if reduced.names else ""]
+                extra = [e for e in extra if e]
                 _print(args, dict(m, out=str(args.out)),
-                       f"wrote {rows} x {k} reduced dataset to "
-                       f"{args.out} (servers' shares consistent)")
+                       f"wrote {rows} x {k} reduced dataset to {args.out}"
+                       f"{' with ' + ' and '.join(extra) if extra else ' (header f1..fk)'}; "
+                       "servers' shares consistent")
             return 0
     finally:
         cl.close()
     return 1
+
+
+def _local(args: argparse.Namespace) -> int:
+    """The commands that need no server: draft-schema and plaintext."""
+    from client.plain import expected_selection
+    from client.results import check_writable, write_csv
+    from client.uploads import read_declared
+    from mpcnet.dataset import EncodingOptions, read_csv
+    from parties.declared import draft
+
+    options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal))
+    if args.cmd == "draft-schema":
+        if args.label is None:
+            raise InputError("a schema names the label column: pass --label COLUMN")
+        table = read_csv(args.file, args.label, tuple(args.drop), options)
+        text = draft(table, args.label, args.missing).to_toml(
+            f"draft schema from {args.file.name} ({table.values.shape[0]} rows): widen max_abs "
+            "and the lists to what every owner holds,\nthen pass it to the first share with "
+            "--schema")
+        _write_or_print(args.out, text)
+        return 0
+    if args.out is not None:
+        check_writable(args.out, args.force)
+    got = expected_selection(args.files, args.k, label=args.label,
+                             layout=args.layout or "rows", options=options,
+                             drop=tuple(args.drop),
+                             declared=read_declared(args.schema) if args.schema else None)
+    rows = got.reduced.encoded.shape[0]
+    text = f"selected ({args.k} of MS-GINI, best first): {', '.join(got.columns)}"
+    if args.out is not None:
+        write_csv(args.out, got.released(_release(args)), overwrite=args.force)
+        text += f"\nwrote {rows} x {args.k} reduced dataset to {args.out}"
+    _print(args, {"columns": got.columns, "classes": got.classes, "rows": rows,
+                  "out": None if args.out is None else str(args.out)}, text)
+    return 0
+
+
+def _write_or_print(out: Path | None, text: str) -> None:
+    if out is None:
+        print(text, end="")
+        return
+    if out.exists():
+        raise InputError(f"{out} exists; choose another --out")
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
 
 
 def _stored_on(by_server: dict[str, list[dict[str, Any]]], item: dict[str, Any],
@@ -281,6 +393,8 @@ _FAILURES: tuple[tuple[type[MPCError], int, str], ...] = (
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.cmd in ("draft-schema", "plaintext"):
+            return _local(args)
         return run(_run(args))
     except MPCError as exc:
         status, prefix = next((code, pre) for cls, code, pre in _FAILURES

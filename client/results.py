@@ -11,6 +11,7 @@ otherwise).
 from __future__ import annotations
 
 import asyncio
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ class Fetching(Connections):
         described = {k: v for k, v in entry.items() if k != "nonce"}
         first = manifests[0]
         same = ("name", "job", "dataset", "k", "score", "rows", "security", "sharing", "parties",
-                "owner", "share_with", "request")
+                "owner", "share_with", "request", "release", "label", "classes", "columns")
         if (any({k: m.get(k) for k in same} != {k: first.get(k) for k in same}
                 or m.get("party") != p for p, m in enumerate(manifests))
                 or any(first.get(k) != v for k, v in described.items())
@@ -126,10 +127,19 @@ class Fetching(Connections):
 
 @dataclass(frozen=True)
 class Reduced:
-    """D' as its fixed-point integers (m x k int64) and their scale exponents (k)."""
+    """D' as its fixed-point integers (m x k int64) and their scale exponents (k); with the
+    selected columns' names and each row's class where the data owners release them."""
 
     encoded: np.ndarray
     exponents: np.ndarray
+    names: list[str] | None = None
+    label: str | None = None  # the label column's name
+    classes: list[str] | None = None  # each row's class
+
+    @property
+    def header(self) -> list[str]:
+        names = self.names or [f"f{i + 1}" for i in range(len(self.exponents))]
+        return names + ([self.label or "label"] if self.classes is not None else [])
 
     @property
     def values(self) -> np.ndarray:
@@ -143,23 +153,47 @@ class Reduced:
         ``_column_texts``)."""
         columns = [_column_texts(self.encoded[:, j], int(e))
                    for j, e in enumerate(self.exponents)]
+        if self.classes is not None:
+            columns.append(self.classes)
         return [list(row) for row in zip(*columns, strict=True)] if columns else []
 
 
 def reconstruct_encoded(fetched: Fetched) -> Reduced:
-    """D' after checking that the servers' copies of every share agree (``CheatingDetected``
-    otherwise)."""
+    """D' (with the names and the label, where the owners release them) after checking that
+    the servers' copies of every share agree (``CheatingDetected`` otherwise). Refused if the
+    owners release shares only: the analyst then passes them on (``--shares-dir``)."""
     from mpcnet.ring import to_signed
     from mpcnet.schemes import registry
 
-    info = registry.get(fetched.manifest["security"])
-    reduced = info.reconstruct({p: a["reduced"] for p, a in fetched.shares.items()})
-    exps = info.reconstruct({p: a["exponents"] for p, a in fetched.shares.items()})
-    return Reduced(to_signed(reduced), to_signed(exps).astype(np.int64))
+    m = fetched.manifest
+    release = m.get("release", ["values"])
+    if "values" not in release:
+        raise InputError(f"the owners of dataset {m['dataset']!r} release shares only: fetch "
+                         "them with --shares-dir (they are for another computation, not to "
+                         "be combined)")
+    info = registry.get(m["security"])
+
+    def opened(part: str) -> np.ndarray:
+        return to_signed(info.reconstruct({p: a[part] for p, a in fetched.shares.items()}))
+
+    names = classes = None
+    if "names" in release:
+        indices = opened("indices")
+        if m.get("columns") is None or not ((0 <= indices) & (indices < len(m["columns"]))).all():
+            raise CheatingDetected("result consistency", "the selected indices do not name "
+                                                         "columns of the dataset")
+        names = [m["columns"][int(i)] for i in indices]
+    if "label" in release:
+        codes = opened("labels")
+        if m.get("classes") is None or not ((0 <= codes) & (codes < len(m["classes"]))).all():
+            raise CheatingDetected("result consistency", "a row's class code names no class")
+        classes = [m["classes"][int(c)] for c in codes]
+    return Reduced(opened("reduced"), opened("exponents").astype(np.int64), names,
+                   m.get("label"), classes)
 
 
 def reconstruct(fetched: Fetched) -> np.ndarray:
-    """D' as floats (m x k), checked as ``reconstruct_encoded`` does."""
+    """D' as floats (m x k), checked as ``reconstruct_encoded`` does (values only)."""
     return reconstruct_encoded(fetched).values
 
 
@@ -189,13 +223,18 @@ def _column_texts(z: np.ndarray, e: int) -> list[str]:
 
 def write_csv(path: Path, reduced: Reduced, *, overwrite: bool = False) -> None:
     """D' with header f1..fk, each value at the precision of its encoding, written whole or
-    not at all; an existing file is refused unless ``overwrite``."""
+    not at all and readable by its user only; an existing file is refused unless
+    ``overwrite``."""
+    import os
+
     check_writable(path, overwrite)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(",".join(f"f{i + 1}" for i in range(len(reduced.exponents))) + "\n")
-        for row in reduced.texts():
-            f.write(",".join(row) + "\n")
+    tmp.unlink(missing_ok=True)  # a file or a planted symlink: never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # D' is secret
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        out = csv.writer(f, lineterminator="\n")
+        out.writerow(reduced.header)
+        out.writerows(reduced.texts())
     tmp.replace(path)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from client.connection import Connections, ServerSession, default_security
+from client.encoding import encode_contribution
 from mpcnet.config import check_name
-from mpcnet.errors import InputError, MPCError, RangeError
+from mpcnet.errors import InputError, MPCError
 from mpcnet.schemes.registry import sharing_of
 from parties import catalog
 
@@ -38,6 +38,17 @@ class ShareSummary:
 
 
 
+def read_declared(path: str | Path) -> Any:
+    """A declared schema from its TOML file (``parties.declared``)."""
+    from parties.declared import Declared
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the schema file ({exc.strerror})") from None
+    return Declared.from_toml(text, str(path))
+
+
 class Sharing(Connections):
     """What a data owner does: share a file as one contribution to a dataset."""
 
@@ -45,8 +56,13 @@ class Sharing(Connections):
     async def share(self, path: str | Path, dataset: str, *, label: str | None = None,
                     layout: str = "rows", categorical: str = "refuse", missing: str = "refuse",
                     drop: tuple[str, ...] = (), ordinal: tuple[str, ...] = (),
-                    security: str | None = None, table: Any = None) -> ShareSummary:
-        """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``."""
+                    security: str | None = None, schema: str | Path | None = None,
+                    release: tuple[str, ...] = ("values",), table: Any = None
+                    ) -> ShareSummary:
+        """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``;
+        ``schema`` is a declared schema's TOML file (for a new dataset), ``release`` what an
+        analyst may receive of results on it (``catalog.RELEASES``; () for shares only)."""
+        from mpcnet.dataset import EncodingOptions
         from mpcnet.schemes import registry
 
         t0 = time.perf_counter()
@@ -59,14 +75,17 @@ class Sharing(Connections):
         if n > len(self.dep.servers):
             raise InputError(f"{security} needs {n} servers; the deployment has "
                              f"{len(self.dep.servers)}")
+        options = EncodingOptions(categorical, missing,  # type: ignore[arg-type]
+                                  ordinal_columns=ordinal)
+        declared = None if schema is None else read_declared(schema)
         sessions = await self.sessions_for(list(self.dep.servers[:n]))
         given = table
         for attempt in (1, 2):
             view = await self._view(sessions, dataset)
             meta, arrays_by_party = await self._encode(
-                path, dataset, view, label=label, layout=layout, sharing=sharing, info=info,
-                categorical=categorical, missing=missing, drop=drop, ordinal=ordinal,
-                table=given)
+                path, dataset, view, info=info, table=given, label=label, layout=layout,
+                sharing=sharing, security=info.name, drop=drop, options=options,
+                declared=declared, release=tuple(release))
             try:
                 await self._upload_all(sessions, meta, arrays_by_party)
             except InputError:
@@ -84,6 +103,31 @@ class Sharing(Connections):
                             total if layout == "rows" else meta["rows"],
                             time.perf_counter() - t0, nbytes)
 
+    async def schema_toml(self, dataset: str) -> str:
+        """The dataset's schema as a TOML file: the declared one, or the one its contributions
+        made (the first owner's columns and scales, the lists as they are now)."""
+        from parties.declared import Column, Declared
+
+        check_name("dataset", dataset)
+        view = await self._view(await self.sessions_for(list(self.dep.servers)), dataset)
+        if view is None:
+            raise InputError(f"dataset {dataset!r} is not stored; nothing to print")
+        schema = view["schema"]
+        if schema.get("declared") is not None:
+            return Declared.from_dict(schema["declared"]).to_toml(
+                f"declared schema of dataset {dataset!r}")
+        if view["layout"] != "rows" or schema["label"] is None:
+            raise InputError(f"dataset {dataset!r} is split by columns; its schema is each "
+                             "owner's own (a declared schema is for datasets split by rows)")
+        columns = tuple(Column(name, "categorical", categories=tuple(schema["categories"][name]))
+                        if name in schema["categories"] else Column(name, "numeric", exp)
+                        for name, exp in zip(schema["columns"], schema["exponents"],
+                                             strict=True))
+        return Declared(schema["label"], columns, tuple(schema["classes"])).to_toml(
+            f"schema of dataset {dataset!r} as its contributions made it (nothing declared);\n"
+            "to declare it for a new dataset, edit it (max_abs = the largest |value| of a "
+            "column, missing)\nand pass it to the first share with --schema")
+
     @staticmethod
     async def _view(sessions: list[ServerSession], dataset: str) -> dict[str, Any] | None:
         """The dataset as the servers describe it (``schema``), checked equal on all of them."""
@@ -95,59 +139,22 @@ class Sharing(Connections):
         return views[0]  # type: ignore[no-any-return]
 
     async def _encode(self, path: str | Path, dataset: str, view: dict[str, Any] | None, *,
-                      label: str | None, layout: str, sharing: str, info: Any,
-                      categorical: str, missing: str, drop: tuple[str, ...],
-                      ordinal: tuple[str, ...], table: Any
+                      info: Any, table: Any, **how: Any
                       ) -> tuple[dict[str, Any], list[dict[str, np.ndarray]]]:
-        """Read and check the file against ``view``, encode and share it: the description of
-        the upload and each server's share arrays."""
-        from mpcnet.dataset import EncodingOptions, class_codes, indicators, read_csv
-        from mpcnet.fixedpoint import auto_exponents, encode
+        """Read, check and encode the file (``client.encoding``), then share it: the
+        description of the upload and each server's share arrays."""
+        from mpcnet.dataset import indicators
         from mpcnet.ring import to_ring
 
-        schema = view["schema"] if view else None
-        fixed = view is not None and view["layout"] == "rows"
-        known = dict(schema["categories"]) if fixed and schema else {}
-        if table is None:
-            options = EncodingOptions(categorical=categorical,  # type: ignore[arg-type]
-                                      missing=missing,  # type: ignore[arg-type]
-                                      known_categories=known, ordinal_columns=ordinal)
-            table = await asyncio.to_thread(read_csv, path, label, drop, options)
-        columns = list(table.columns)
-        if fixed and schema is not None and columns != schema["columns"]:
-            exps = None  # check_against names the difference
-        elif fixed and schema is not None:
-            exps = np.asarray(schema["exponents"], dtype=np.int64)
-        else:
-            exps = auto_exponents(table.values, columns)
-        classes = codes = None
-        if table.labels is not None:
-            agreed = schema["classes"] if fixed and schema else None
-            classes, codes = class_codes(table.labels, agreed)
-        meta = catalog.contribution_meta(
-            dataset=dataset, upload_id=uuid.uuid4().hex[:12], layout=layout, sharing=sharing,
-            rows=table.values.shape[0], columns=columns,
-            exponents=[] if exps is None else exps.tolist(),
-            categories={k: v for k, v in table.categories.items() if k in columns},
-            label=label if table.labels is not None else None, classes=classes,
-            security=info.name)
-        if exps is None:
-            meta["exponents"] = [0] * len(columns)
-        catalog.check_against(view, meta, self.identity)
-        assert exps is not None
-        try:
-            values = to_ring(encode(table.values, exps, columns))
-        except RangeError as exc:  # it names the row and column; say which file and why
-            why = ("the dataset's first contribution fixed the column's scale; rescale the "
-                   "column (other units) in every owner's file and share them to a new "
-                   "--dataset") if fixed else "rescale the column (other units)"
-            raise RangeError(f"{path}: {exc}; {why}") from None
+        done = await asyncio.to_thread(encode_contribution, path, view, dataset=dataset,
+                                       owner=self.identity, table=table, **how)
         arrays_by_party: list[dict[str, np.ndarray]] = [
-            {"data": d} for d in info.share(values)]
-        if codes is not None and classes is not None:
-            for party, lab in enumerate(info.share(indicators(codes, len(classes)))):
+            {"data": d} for d in info.share(to_ring(done.values))]
+        classes = done.meta["classes"]
+        if done.codes is not None and classes is not None:
+            for party, lab in enumerate(info.share(indicators(done.codes, len(classes)))):
                 arrays_by_party[party]["labels"] = lab
-        return meta, arrays_by_party
+        return done.meta, arrays_by_party
 
     async def _upload_all(self, sessions: list[ServerSession], meta: dict[str, Any],
                           arrays_by_party: list[dict[str, np.ndarray]]) -> None:

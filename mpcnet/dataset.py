@@ -31,6 +31,9 @@ import numpy as np
 
 from mpcnet.errors import InputError
 
+MISSING_POLICIES = ("refuse", "zero", "mean")
+"""What EncodingOptions.missing may say."""
+
 MISSING_TOKENS = frozenset({"", "NA", "NAN", "?"})
 """Cells that count as missing, compared after stripping blanks and upper-casing."""
 
@@ -62,7 +65,7 @@ class EncodingOptions:
     def __post_init__(self) -> None:
         if self.categorical not in ("refuse", "ordinal"):
             raise InputError(f"categorical must be 'refuse' or 'ordinal', not {self.categorical!r}")
-        if self.missing not in ("refuse", "zero", "mean"):
+        if self.missing not in MISSING_POLICIES:
             raise InputError(f"missing must be 'refuse', 'zero' or 'mean', not {self.missing!r}")
 
 
@@ -158,6 +161,12 @@ def _parse_rows(path: Path, text: str) -> tuple[list[str], list[list[str]]]:
             'field and double any quote inside it ("")'
         ) from None
     return rows[0], rows[1:]
+
+
+def read_header(path: str | Path) -> list[str]:
+    """The column names of a CSV file's header row."""
+    text = _read_text(Path(path))
+    return [name.strip() for name in _parse_rows(Path(path), text)[0]]
 
 
 def _line_numbers(text: str) -> list[int]:

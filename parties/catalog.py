@@ -32,8 +32,16 @@ from typing import Any
 from mpcnet.config import NAME_RE
 from mpcnet.errors import ConfigError, InputError
 from mpcnet.schemes import registry
+from parties.declared import Declared
 
 LAYOUTS = ("rows", "columns")
+RELEASES = ("values", "label", "names")
+"""What an analyst may receive of a result besides its shares: the values of D' (the client
+reconstructs them), the label column, the selected columns' names. Owners choose per
+contribution; a dataset releases what every one of its owners allows."""
+EXPONENTS = (-960, 1060)
+"""Scale exponents a contribution may use: every encoded value (|z| < 2**40) then decodes to a
+finite, nonzero float64 z * 2**-e."""
 
 Manifest = dict[str, Any]
 Meta = dict[str, Any]
@@ -42,12 +50,17 @@ Meta = dict[str, Any]
 def contribution_meta(*, dataset: str, upload_id: str, layout: str, sharing: str, rows: int,
                       columns: list[str], exponents: list[int],
                       categories: dict[str, list[str]], label: str | None,
-                      classes: list[str] | None, security: str | None = None) -> Meta:
+                      classes: list[str] | None, security: str | None = None,
+                      declared: dict[str, Any] | None = None,
+                      release: list[str] | None = None) -> Meta:
     """The description of one upload, identical for every server. ``security`` is the
     setting the owner shared for: if it is an active one, no job on the dataset may run
-    under a passive one (``ready_for_selection``)."""
+    under a passive one (``ready_for_selection``). ``declared`` is the dataset's declared
+    schema (``parties.declared``), carried by the first contribution. ``release`` is what
+    the owner lets analysts receive (``RELEASES``; default: the values)."""
     return {"dataset": dataset, "id": upload_id, "layout": layout, "sharing": sharing,
-            "security": security or sharing,
+            "security": security or sharing, "declared": declared,
+            "release": ["values"] if release is None else sorted(set(release)),
             "rows": int(rows), "columns": list(columns), "exponents": [int(e) for e in exponents],
             "categories": {k: list(v) for k, v in categories.items()}, "label": label,
             "classes": list(classes) if classes is not None else None}
@@ -66,7 +79,7 @@ def check_meta(meta: Meta) -> None:
     if not isinstance(cols, list) or not isinstance(exps, list) or len(cols) != len(exps):
         raise _fail(ds, "need one exponent per column")
     if not all(isinstance(c, str) for c in cols) or not all(
-            isinstance(e, int) and -4096 < e < 4096 for e in exps):
+            isinstance(e, int) and EXPONENTS[0] <= e <= EXPONENTS[1] for e in exps):
         raise _fail(ds, "column names must be strings and exponents small integers")
     if len(set(cols)) != len(cols):
         raise _fail(ds, "column names repeat")
@@ -81,6 +94,15 @@ def check_meta(meta: Meta) -> None:
     if has_label and (not isinstance(classes, list) or len(classes) < 2
                       or not all(isinstance(c, str) for c in classes)):
         raise _fail(ds, "a labelled contribution needs at least two classes")
+    if meta.get("declared") is not None:
+        if meta.get("layout") != "rows":
+            raise _fail(ds, "a declared schema is for a dataset split by rows")
+        Declared.from_dict(meta["declared"], f"dataset {ds!r}: declared schema")
+    release = meta.get("release", ["values"])
+    if not isinstance(release, list) or not set(release) <= set(RELEASES) or (
+            release and "values" not in release):
+        raise _fail(ds, f"release must list some of {', '.join(RELEASES)}, with values if "
+                        "label or names (or nothing: shares only)")
     security = meta.get("security", meta.get("sharing"))
     try:
         shared_for = registry.get(str(security))
@@ -103,6 +125,7 @@ def entry(meta: Meta, owner: str) -> dict[str, Any]:
             "categories": dict(meta["categories"]), "label": meta.get("label"),
             "classes": meta.get("classes"), "layout": meta["layout"],
             "sharing": meta.get("sharing"), "security": meta.get("security", meta["sharing"]),
+            "declared": meta.get("declared"), "release": meta.get("release", ["values"]),
             "files": {}}
 
 
@@ -157,10 +180,13 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
                             "contribution; pass --label COLUMN")
         if layout == "rows" and not e["columns"]:
             raise _fail(ds, "a contribution by rows needs at least one feature column")
-        return {"name": ds, "layout": layout, "sharing": sharing,
-                "schema": {"columns": list(e["columns"]), "exponents": list(e["exponents"]),
-                           "categories": dict(e["categories"]), "label": e["label"],
-                           "classes": e["classes"]},
+        schema = {"columns": list(e["columns"]), "exponents": list(e["exponents"]),
+                  "categories": dict(e["categories"]), "label": e["label"],
+                  "classes": e["classes"]}
+        if e.get("declared") is not None:
+            Declared.from_dict(e["declared"]).check_meta(e, ds)
+            schema["declared"] = e["declared"]
+        return {"name": ds, "layout": layout, "sharing": sharing, "schema": schema,
                 "rows": e["rows"], "contributions": [e]}
     new = dict(manifest, schema=copy.deepcopy(manifest["schema"]),
                contributions=[*manifest["contributions"], e])
@@ -170,6 +196,12 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
                         "once per dataset (choose a new dataset name to start over)")
     if any(c["id"] == e["id"] for c in manifest["contributions"]):
         raise _fail(ds, f"upload {e['id']} is already stored")
+    if e.get("declared") is not None and e["declared"] != schema.get("declared"):
+        raise _fail(ds, "its schema was declared by the first contribution (or not at all); a "
+                        "later one cannot declare another (see `mpc-client schema --dataset "
+                        f"{ds}`)")
+    if schema.get("declared") is not None:
+        Declared.from_dict(schema["declared"]).check_meta(e, ds)
     if layout == "rows":
         if e["columns"] != schema["columns"]:
             missing = [c for c in schema["columns"] if c not in e["columns"]]
@@ -243,18 +275,27 @@ def digest(manifest: Manifest) -> str:
     public = {"layout": manifest["layout"], "sharing": manifest["sharing"],
               "schema": manifest["schema"], "rows": manifest["rows"],
               "contributions": [{k: c.get(k) for k in ("id", "owner", "seq", "rows", "columns",
-                                                       "label", "security")}
+                                                       "label", "security", "release")}
                                 for c in manifest["contributions"]]}
-    return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()
 
 
 def required_security(manifest: Manifest) -> str | None:
     """The active setting an owner of the dataset shared for, if any: then every job on it
     must be actively secure (a passive job trusts every server to follow the protocol, which
     the owner did not accept)."""
-    demanded = sorted({str(c.get("security")) for c in manifest["contributions"]
-                       if registry.get(str(c.get("security", c.get("sharing")))).active})
+    shared_for = [str(c.get("security") or c.get("sharing")) for c in manifest["contributions"]]
+    demanded = sorted({s for s in shared_for if registry.get(s).active})
     return demanded[0] if demanded else None
+
+
+def release_of(manifest: Manifest) -> list[str]:
+    """What analysts may receive of a result on this dataset: what every owner allows
+    (contributions stored before owners chose allow the values, as then)."""
+    allowed = set(RELEASES)
+    for c in manifest["contributions"]:
+        allowed &= set(c.get("release", ["values"]))
+    return sorted(allowed)
 
 
 def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
@@ -264,7 +305,7 @@ def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
     required = required_security(manifest)
     if required is not None and not registry.get(security).active:
         owners = sorted({c["owner"] for c in manifest["contributions"]
-                         if c.get("security") == required})
+                         if (c.get("security") or c.get("sharing")) == required})
         raise _fail(ds, f"{', '.join(owners)} shared it for {required}, so it may be used "
                         f"under active security only; run the job with --security "
                         f"{required}")
@@ -282,4 +323,5 @@ def summary(manifest: Manifest) -> dict[str, Any]:
             "columns": len(manifest["schema"]["columns"]),
             "label": manifest["schema"]["label"], "classes": manifest["schema"]["classes"],
             "owners": [c["owner"] for c in manifest["contributions"]],
-            "requires": required_security(manifest), "digest": digest(manifest)}
+            "requires": required_security(manifest), "release": release_of(manifest),
+            "digest": digest(manifest)}

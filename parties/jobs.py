@@ -36,7 +36,7 @@ from parties.storage import Storage
 
 SCORES = ("ms-gini",)
 JOB_ID_RE = re.compile(r"[0-9a-f]{12}")  # what ``submit`` makes (uuid4 hex)
-DIGEST_RE = re.compile(r"[0-9a-f]{16}")  # ``catalog.digest``
+DIGEST_RE = re.compile(r"[0-9a-f]{64}")  # ``catalog.digest``: all of SHA-256
 SPEC_FIELDS = ("id", "dataset", "digest", "k", "score", "security", "result", "submitted_by",
                "n_parties", "request")
 

@@ -30,6 +30,7 @@ from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel
 from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme
+from parties import catalog
 from parties.jobs import Job
 from parties.storage import Storage
 
@@ -74,7 +75,7 @@ class JobRunner:
     async def run(self, job: Job, conns: dict[int, FrameProtocol]
                   ) -> tuple[str | None, dict[str, Any] | None]:
         """(why it failed or None, the job's figures), once the job has ended here."""
-        from mpcnet.featsel.gini_fs import gini_fs
+        from mpcnet.featsel.gini_fs import gini_fs, label_codes
 
         party, t = self.dep.party(self.name), self.dep.timeouts
         channel = self.runtime.channel(party, job.n_parties, job.id, conns)
@@ -87,6 +88,13 @@ class JobRunner:
             # reading and checking (SHA-256) the shares may take long: not on the event loop
             manifest, data, labels = await asyncio.to_thread(self.storage.load_dataset,
                                                              job.dataset)
+            # a contribution committed after the job was checked must not be computed on: the
+            # job runs on exactly the dataset every server checked (its digest), with the
+            # security its owners asked for
+            if catalog.digest(manifest) != job.digest:
+                raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
+                                 "(a contribution was committed meanwhile); run it again")
+            catalog.ready_for_selection(manifest, job.k, job.security)
             data, labels = self.runtime.inputs(data, labels)
             if labels is None:
                 raise InputError(f"dataset {job.dataset!r} has no label")
@@ -97,10 +105,15 @@ class JobRunner:
             del data, labels
             res = await gini_fs(scheme, data_shares, label_shares, len(schema["classes"]),
                                 job.k, np.asarray(schema["exponents"], dtype=np.int64))
+            release = catalog.release_of(manifest)
+            outputs = {"reduced": res.reduced, "exponents": res.exponents}
+            if "label" in release:
+                outputs["labels"] = label_codes(scheme, label_shares)
+            if "names" in release:
+                outputs["indices"] = res.indices
             del data_shares, label_shares
             staged, files = self.storage.stage_result(
-                {"reduced": await scheme.output(res.reduced),
-                 "exponents": await scheme.output(res.exponents)})
+                {name: await scheme.output(x) for name, x in outputs.items()})
             with engine.phase("commit"):
                 await engine.broadcast(np.ones(1, dtype=np.uint8))  # all staged: commit
             self.storage.commit_result(self._manifest(job, manifest, files), staged)
@@ -129,9 +142,15 @@ class JobRunner:
 
     def _manifest(self, job: Job, dataset: dict[str, Any], files: dict[str, Any]
                   ) -> dict[str, Any]:
+        release = catalog.release_of(dataset)
+        schema = dataset["schema"]
         return {"name": job.result, "dataset": job.dataset, "job": job.id, "k": job.k,
                 "score": job.score, "security": job.security, "sharing": dataset["sharing"],
                 "rows": dataset["rows"], "party": self.dep.party(self.name),
+                "release": release,
+                "label": schema["label"] if "label" in release else None,
+                "classes": schema["classes"] if "label" in release else None,
+                "columns": schema["columns"] if "names" in release else None,
                 "parties": [s.name for s in self.dep.servers[:job.n_parties]],
                 "owner": job.submitted_by, "share_with": job.request.get("share_with", []),
                 "request": job.request, "files": files}

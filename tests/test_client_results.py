@@ -95,6 +95,12 @@ def test_reduced_csv_is_written_at_the_precision_of_its_encoding(tmp_path: Path)
         write_csv(out, Reduced(encoded, exps))
     write_csv(out, Reduced(encoded[:2], exps), overwrite=True)
     assert len(out.read_text().splitlines()) == 3
+    assert out.stat().st_mode & 0o777 == 0o600  # D' is as secret as the shares
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / ".e.csv.tmp").symlink_to(victim)  # planted where the file is staged
+    write_csv(tmp_path / "e.csv", Reduced(encoded, exps))
+    assert victim.read_text() == "keep" and (tmp_path / "e.csv").is_file()
 
 
 def test_fetched_shares_are_private_files(cluster: FaultCluster, tmp_path: Path) -> None:

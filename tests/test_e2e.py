@@ -159,6 +159,100 @@ def test_a_later_owner_adds_a_class_and_a_category_without_any_reupload(
         assert np.array_equal(_reduced(target)[1], expected)
 
 
+def test_a_declared_schema_is_kept_and_checked_on_every_upload(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    """Owners agree on a schema first (drafted from a sample, then widened): the first share
+    registers it, uploads that break it are refused naming the column, and D' equals the
+    plaintext command's output cell for cell."""
+    first = _with_site(files["top"], tmp_path / "first.csv", "xy", {})
+    second = _with_site(files["bottom"], tmp_path / "second.csv", "yzx", {})
+    sample = tmp_path / "sample.csv"  # what the owners agree to cover: both files' ranges
+    sample.write_text(first.read_text() + "".join(second.read_text().splitlines(True)[1:]))
+    draft = tmp_path / "draft.toml"
+    ok(cluster.client("hospital-a", "draft-schema", str(sample), "--label", "label",
+                      "--categorical", "ordinal", "--out", str(draft)))
+    text = draft.read_text().replace('classes = ["1", "2"]', 'classes = ["1", "2", "3"]')
+    schema = tmp_path / "study.toml"
+    schema.write_text(text)
+    bad = tmp_path / "bad.csv"  # a category nobody declared
+    bad.write_text(second.read_text().replace("\nz,", "\nw,", 1))
+    big = tmp_path / "big.csv"  # a value beyond the declared range
+    rows = second.read_text().splitlines(True)
+    cells = rows[3].split(",")
+    cells[2] = str(float(cells[2]) * 1000)
+    big.write_text("".join(rows[:3]) + ",".join(cells) + "".join(rows[4:]))
+    ok(cluster.client("hospital-a", "share", str(first), "--dataset", "declared",
+                      "--schema", str(schema)))
+    r = cluster.client("hospital-b", "share", str(bad), "--dataset", "declared")
+    assert r.returncode == 2 and "column 'site'" in r.stderr and "'w'" in r.stderr, r.stderr
+    r = cluster.client("hospital-b", "share", str(big), "--dataset", "declared")
+    assert r.returncode == 2 and "row 3" in r.stderr and "outside the declared range" in \
+        r.stderr, r.stderr
+    r = cluster.client("hospital-b", "share", str(second), "--dataset", "declared",
+                       "--schema", str(draft))
+    assert r.returncode == 2 and "already has another declared schema" in r.stderr, r.stderr
+    ok(cluster.client("hospital-b", "share", str(second), "--dataset", "declared"))
+    printed = ok(cluster.client("hospital-b", "schema", "--dataset", "declared"))
+    assert "declared schema" in printed and 'classes = ["1", "2", "3"]' in printed
+    ok(cluster.client("analyst", "select", "--dataset", "declared", "--k", "4", "--result",
+                      "declared-r"))
+    ok(cluster.client("analyst", "fetch", "--result", "declared-r", "--out",
+                      str(tmp_path / "got.csv")))
+    out = ok(cluster.client("analyst", "plaintext", str(first), str(second), "--k", "4",
+                            "--schema", str(schema), "--out", str(tmp_path / "want.csv")))
+    assert "selected" in out
+    assert (tmp_path / "got.csv").read_text() == (tmp_path / "want.csv").read_text()
+
+
+def test_the_plaintext_command_predicts_a_dataset_that_grew(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
+    """Without a declaration: the first file fixes the scales, the second adds a class."""
+    first = _with_site(files["top"], tmp_path / "a.csv", "xy", {})
+    second = _with_site(files["bottom"], tmp_path / "b.csv", "zy", {1: "3", 4: "3"})
+    for owner, path in (("hospital-a", first), ("hospital-b", second)):
+        ok(cluster.client(owner, "share", str(path), "--dataset", "predicted", "--label",
+                          "label", "--categorical", "ordinal"))
+    ok(cluster.client("analyst", "select", "--dataset", "predicted", "--k", "3", "--result",
+                      "predicted-r"))
+    ok(cluster.client("analyst", "fetch", "--result", "predicted-r", "--out",
+                      str(tmp_path / "got.csv")))
+    ok(cluster.client("analyst", "plaintext", str(first), str(second), "--k", "3", "--label",
+                      "label", "--categorical", "ordinal", "--out", str(tmp_path / "want.csv")))
+    assert (tmp_path / "got.csv").read_text() == (tmp_path / "want.csv").read_text()
+
+
+@pytest.mark.parametrize("release", [("shares",), ("values",), ("values", "label"),
+                                     ("values", "names"), ("values", "label", "names")])
+def test_fetch_writes_what_the_owners_release(cluster: LocalCluster, files: dict[str, Path],
+                                              tmp_path: Path, release: tuple[str, ...]) -> None:
+    """The label and the selected columns' names are in D' exactly when every owner allows
+    them; with shares only, fetch --out is refused and --shares-dir works."""
+    ds = "rel-" + "-".join(release)
+    ok(cluster.client("hospital-a", "share", str(files["top"]), "--dataset", ds, "--label",
+                      "label", "--release", *release))
+    ok(cluster.client("hospital-b", "share", str(files["bottom"]), "--dataset", ds, "--label",
+                      "label", "--release", "values", "label", "names"))  # the other allows all
+    ok(cluster.client("analyst", "select", "--dataset", ds, "--k", "3", "--result", ds))
+    got = tmp_path / "got.csv"
+    r = cluster.client("analyst", "fetch", "--result", ds, "--out", str(got))
+    if release == ("shares",):
+        assert r.returncode == 2 and "--shares-dir" in r.stderr and not got.exists(), r.stderr
+        ok(cluster.client("analyst", "fetch", "--result", ds, "--shares-dir",
+                          str(tmp_path / "s")))
+        assert sorted(p.name for p in (tmp_path / "s").iterdir())[:2] == [
+            "alice.exponents.npy", "alice.reduced.npy"]
+        return
+    assert r.returncode == 0, r.stderr
+    header = got.read_text().splitlines()[0].split(",")
+    assert (header[-1] == "label") == ("label" in release)
+    assert (header[0] == "f1") == ("names" not in release)
+    assert ("label" in release) == ("with the label 'label'" in r.stdout), r.stdout
+    want = tmp_path / "want.csv"
+    ok(cluster.client("analyst", "plaintext", str(files["top"]), str(files["bottom"]), "--k",
+                      "3", "--label", "label", "--release", *release, "--out", str(want)))
+    assert got.read_text() == want.read_text()
+
+
 def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict[str, Path],
                                               tmp_path: Path) -> None:
     """Active 3PC on the three servers, from shares stored for passive3: D' is the plaintext one

@@ -94,6 +94,23 @@ def test_bad_k_and_label_shape_are_refused() -> None:
             private_selection("passive3", ds, k)
 
 
+@pytest.mark.parametrize("scheme", ["passive3", "active3", "active4"])
+def test_a_label_matrix_that_is_not_one_hot_is_refused(scheme: str) -> None:
+    """A dishonest owner's labels (a 2, a row in two classes, a huge word) stop the job before
+    any score: with them, T need not have one 1 per column and D' could carry sums of columns
+    nobody selected. Honest labels pass (the other tests)."""
+    from mpcnet.featsel.labels import one_hot_defects
+
+    ds = _synthetic(30, 5, 3, seed=4)
+    assert one_hot_defects(np.array([0, 1, 2, 2**63, 2**64 - 1], dtype=np.uint64)).tolist() \
+        == [False, False, True, True, True]
+    for row, bad in [(3, [2, 0]), (7, [1, 1]), (29, [2**63, 0])]:
+        labels = ds.label_matrix.copy()
+        labels[row] = bad
+        with pytest.raises(InputError, match=f"not one-hot: row {row + 1} "):
+            select_in_process(scheme, ds.values, labels, ds.n_classes, 2, ds.exponents)
+
+
 def test_more_rows_than_64_bit_products_allow() -> None:
     """m = 12,000 > 10,809: Q_i*D_j no longer fits 64 bits; the split ranking stays exact."""
     ds = _synthetic(12_000, 6, 2, seed=12)

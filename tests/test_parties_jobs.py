@@ -188,7 +188,7 @@ def test_a_member_refuses_every_other_job_and_says_why(world: World) -> None:
                                       "certificate of ['alice']"),
         "expired": (w.spec(w.request(**_expired())), CheatingDetected, "expired"),
         "no dataset digest": (w.spec(digest=""), InputError, "digest"),
-        "a dataset digest of another copy": (w.spec(digest="0" * 16), InputError,
+        "a dataset digest of another copy": (w.spec(digest="0" * 64), InputError,
                                              "differs from the coordinator's copy"),
     }
     for name, (spec, error, words) in cases.items():

@@ -33,6 +33,7 @@ from reliability_common import (
     listing_on,
     lsvt_files,
     ok,
+    plaintext,
     refused,
     report,
     running_cluster,
@@ -363,6 +364,38 @@ class _Peak:
         self.stop.set()
         self.thread.join()
         return self.peak
+
+
+def test_a_contribution_committed_after_the_check_is_not_computed_on(
+        cluster: FaultCluster, files: dict[str, Path], request: pytest.FixtureRequest) -> None:
+    """Every server checks a job (dataset digest, required security) when it accepts it and
+    loads the dataset later: an upload committed in between (the fourth review's race, which
+    let a passive job read rows shared for active3) fails the job instead."""
+    ok(cluster.client("hospital-a", "share", str(files["other"]), "--dataset", "racing",
+                      "--label", "label"))
+    for name in SERVERS:
+        cluster.faults(name, delay_load=2.0)
+    try:
+        proc = start_cli(cluster, "analyst", "select", "--dataset", "racing", "--k", "3",
+                         "--result", "raced")
+        for name in SERVERS:
+            cluster.wait_hit(name, "load")
+        ok(cluster.client("hospital-b", "share", str(files["small"]), "--dataset", "racing",
+                          "--label", "label", "--security", "active3"))
+        err = refused(finish(proc), code=2)
+    finally:
+        for name in SERVERS:
+            cluster.faults(name)
+    assert "changed after the job was checked" in err, err
+    r = cluster.client("analyst", "select", "--dataset", "racing", "--k", "3", "--result",
+                       "raced-again")
+    assert r.returncode == 2 and "--security active3" in r.stderr, r.stderr
+    ok(cluster.client("analyst", "select", "--dataset", "racing", "--k", "3", "--result",
+                      "raced-again", "--security", "active3"))
+    assert np.array_equal(fetch_values(cluster, "raced-again"),
+                          plaintext([files["other"], files["small"]], 3))
+    report(request, "faults: a contribution committed between a job's check and its load "
+           "failed the job on every server; the next job ran on the grown dataset")
 
 
 def test_failed_jobs_free_their_memory(cluster: FaultCluster, files: dict[str, Path],
