@@ -54,11 +54,12 @@ class ServerSession:
         session = cls(server, conn, dep.timeouts.request)
         try:
             conn.send(*wire.encode(wire.ClientHello(identity)))
-            session.info = await session._reply()
+            session.info = await session._reply(close=False)
         except HandshakeError:
             raise
         except PeerError as exc:
             if not conn.closed:
+                conn.close()
                 raise
             # TLS 1.3 reports a refused client certificate only after the handshake
             raise HandshakeError(
@@ -76,8 +77,16 @@ class ServerSession:
             raise wire.error_of(header, prefix=f"{self.name}: ")
         return message, body
 
-    async def _reply(self, timeout: float | None = None) -> dict[str, Any]:
-        message, _ = await self._receive(timeout)
+    async def _reply(self, timeout: float | None = None, close: bool = True) -> dict[str, Any]:
+        """The answer to the request just sent; if none comes (or the link fails), the session
+        is closed (unless not ``close``), so that a late answer is never read as the next
+        request's."""
+        try:
+            message, _ = await self._receive(timeout)
+        except PeerError:
+            if close:
+                self.conn.close()
+            raise
         if not isinstance(message, wire.Ok):
             raise PeerError(f"{self.conn.label} answered with an unexpected "
                             f"{type(message).__name__} message")
@@ -88,12 +97,7 @@ class ServerSession:
         gets the answer to its own request."""
         async with self._turn:
             self.conn.send(*wire.encode(wire.Request(op, args)))
-            try:
-                return await self._reply(timeout)
-            except PeerError:
-                # a late answer would be read as the next request's: start afresh
-                self.conn.close()
-                raise
+            return await self._reply(timeout)
 
     async def send_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for name, arr in arrays.items():

@@ -34,12 +34,12 @@ def declaration(view: dict[str, Any] | None, given: Declared | None, dataset: st
     """The declared schema that applies: the dataset's, or ``given`` for its first
     contribution; a second, different declaration is refused."""
     kept = view["schema"].get("declared") if view else None
-    if view is not None and given is not None and given.to_dict() != kept:
+    if view is not None and given is not None and given.to_dict(public=True) != kept:
         raise InputError(f"dataset {dataset!r} already has "
                          + ("another declared schema" if kept else "contributions made without "
                             "a declared schema")
                          + f"; leave out --schema (see `mpc-client schema --dataset {dataset}`)")
-    return Declared.from_dict(kept) if kept is not None else given
+    return given if given is not None else None if kept is None else Declared.from_dict(kept)
 
 
 MIN_BITS = 16
@@ -58,7 +58,8 @@ def _check_precision(table: Table, exps: np.ndarray, path: str | Path) -> None:
     for j in np.flatnonzero((kept < MIN_BITS) & (peak > 0)):
         raise InputError(
             f"{path}: column {table.columns[j]!r}: at the dataset's scale (exponent "
-            f"{int(exps[j])}, fixed by its first contribution) its largest value "
+            f"{int(exps[j])}, fixed by its first contribution or its declared schema) its "
+            "largest value "
             f"{float(peak[j])!r} keeps only {max(int(kept[j]), 0)} significant bits; share "
             "every owner's file to a new --dataset with a declared schema (mpc-client "
             "draft-schema, then share --schema) that covers every owner's range")
@@ -80,6 +81,13 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
         if label is not None and label != declared.label:
             raise InputError(f"the declared schema's label is {declared.label!r}, not "
                              f"{label!r}; leave out --label or pass --label {declared.label}")
+        own = options
+        if own.categorical != "refuse" or own.ordinal_columns or own.missing not in (
+                "refuse", declared.missing):
+            raise InputError(f"dataset {dataset!r} has a declared schema, which decides how "
+                             f"cells are read (missing = {declared.missing!r}, categorical "
+                             "columns as declared); leave out --categorical, --ordinal and "
+                             "--missing")
         label, options = declared.label, declared.options()
     elif fixed and schema is not None:
         options = EncodingOptions(options.categorical, options.missing,
@@ -107,9 +115,10 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
         categories={k: v for k, v in table.categories.items() if k in columns},
         label=label if table.labels is not None else None, classes=classes,
         security=security, release=list(release),
-        declared=declared.to_dict() if declared is not None and view is None else None)
+        declared=declared.to_dict(public=True) if declared is not None and view is None
+        else None)
     catalog.check_against(view, meta, owner)
-    if fixed and declared is None:
+    if fixed or declared is not None:  # scales someone else chose
         _check_precision(table, exps, path)
     try:
         values = encode(table.values, exps, columns)

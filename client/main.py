@@ -246,7 +246,8 @@ async def _run(args: argparse.Namespace) -> int:
                    f"shared {s.rows} rows x {s.columns} columns"
                    f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
                    f"{s.dataset!r} ({s.total_rows} rows now); {_fmt_bytes(s.bytes_per_server)} "
-                   f"to each server in {s.seconds:.2f} s")
+                   f"to each server in {s.seconds:.2f} s"
+                   + (f"; {s.schema}" if s.schema else ""))
             return 0
         if args.cmd == "select":
             job = await cl.select(args.dataset, args.k, args.result, security=args.security,

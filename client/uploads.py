@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from client.connection import Connections, ServerSession, default_security
-from client.encoding import encode_contribution
+from client.encoding import declaration, encode_contribution
 from mpcnet.config import check_name
 from mpcnet.errors import InputError, MPCError
 from mpcnet.schemes.registry import sharing_of
@@ -28,6 +28,9 @@ from parties import catalog
 
 @dataclass
 class ShareSummary:
+    """What one ``share`` did; ``schema`` says how the file was read if a declared schema
+    decided it."""
+
     dataset: str
     rows: int
     columns: int
@@ -35,7 +38,7 @@ class ShareSummary:
     total_rows: int
     seconds: float
     bytes_per_server: int
-
+    schema: str | None = None
 
 
 def read_declared(path: str | Path) -> Any:
@@ -99,9 +102,12 @@ class Sharing(Connections):
         fixed = view is not None and view["layout"] == "rows"
         nbytes = sum(a.nbytes for a in arrays_by_party[0].values())
         total = (view["rows"] + meta["rows"]) if fixed and view else meta["rows"]
+        used = declaration(view, declared, dataset)
         return ShareSummary(dataset, meta["rows"], len(meta["columns"]), meta["label"],
                             total if layout == "rows" else meta["rows"],
-                            time.perf_counter() - t0, nbytes)
+                            time.perf_counter() - t0, nbytes,
+                            None if used is None else f"read by the dataset's declared schema "
+                                                      f"(missing = {used.missing})")
 
     async def schema_toml(self, dataset: str) -> str:
         """The dataset's schema as a TOML file: the declared one, or the one its contributions

@@ -27,6 +27,10 @@ import numpy as np
 
 from mpcnet.errors import InputError, RangeError
 
+EXPONENT_RANGE = (-960, 1060)
+"""Scale exponents a dataset may use: every encoded value (|z| < 2**VALUE_BITS) then decodes to a
+finite, nonzero float64 z * 2**-e."""
+
 VALUE_BITS = 40
 """Every encoded value must satisfy |x_enc| < 2**VALUE_BITS."""
 

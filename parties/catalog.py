@@ -31,6 +31,7 @@ from typing import Any
 
 from mpcnet.config import NAME_RE
 from mpcnet.errors import ConfigError, InputError
+from mpcnet.fixedpoint import EXPONENT_RANGE
 from mpcnet.schemes import registry
 from parties.declared import Declared
 
@@ -39,9 +40,6 @@ RELEASES = ("values", "label", "names")
 """What an analyst may receive of a result besides its shares: the values of D' (the client
 reconstructs them), the label column, the selected columns' names. Owners choose per
 contribution; a dataset releases what every one of its owners allows."""
-EXPONENTS = (-960, 1060)
-"""Scale exponents a contribution may use: every encoded value (|z| < 2**40) then decodes to a
-finite, nonzero float64 z * 2**-e."""
 
 Manifest = dict[str, Any]
 Meta = dict[str, Any]
@@ -78,28 +76,33 @@ def check_meta(meta: Meta) -> None:
     cols, exps = meta.get("columns"), meta.get("exponents")
     if not isinstance(cols, list) or not isinstance(exps, list) or len(cols) != len(exps):
         raise _fail(ds, "need one exponent per column")
+    low, high = EXPONENT_RANGE
     if not all(isinstance(c, str) for c in cols) or not all(
-            isinstance(e, int) and EXPONENTS[0] <= e <= EXPONENTS[1] for e in exps):
-        raise _fail(ds, "column names must be strings and exponents small integers")
+            _integer(e) and low <= e <= high for e in exps):
+        raise _fail(ds, f"column names must be strings and exponents integers in {low}..{high}")
     if len(set(cols)) != len(cols):
         raise _fail(ds, "column names repeat")
     cats = meta.get("categories")
     if not isinstance(cats, dict) or not all(
-            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in cats.values()):
-        raise _fail(ds, "categories must map column names to lists of strings")
-    if not isinstance(meta.get("rows"), int) or meta["rows"] < 1:
+            k in cols and isinstance(v, list) and all(isinstance(x, str) for x in v)
+            and len(set(v)) == len(v) for k, v in cats.items()):
+        raise _fail(ds, "categories must map this contribution's columns to lists of distinct "
+                        "strings")
+    if not _integer(meta.get("rows")) or meta["rows"] < 1:
         raise _fail(ds, "a contribution needs at least one row")
     has_label = meta.get("label") is not None
     classes = meta.get("classes")
-    if has_label and (not isinstance(classes, list) or len(classes) < 2
-                      or not all(isinstance(c, str) for c in classes)):
-        raise _fail(ds, "a labelled contribution needs at least two classes")
+    if has_label and (not isinstance(meta["label"], str) or not isinstance(classes, list)
+                      or len(classes) < 2 or not all(isinstance(c, str) for c in classes)
+                      or len(set(classes)) != len(classes)):
+        raise _fail(ds, "a labelled contribution needs at least two distinct classes")
     if meta.get("declared") is not None:
         if meta.get("layout") != "rows":
             raise _fail(ds, "a declared schema is for a dataset split by rows")
         Declared.from_dict(meta["declared"], f"dataset {ds!r}: declared schema")
     release = meta.get("release", ["values"])
-    if not isinstance(release, list) or not set(release) <= set(RELEASES) or (
+    if not isinstance(release, list) or not all(isinstance(r, str) for r in release) or \
+            not set(release) <= set(RELEASES) or (
             release and "values" not in release):
         raise _fail(ds, f"release must list some of {', '.join(RELEASES)}, with values if "
                         "label or names (or nothing: shares only)")
@@ -115,6 +118,10 @@ def check_meta(meta: Meta) -> None:
     if not isinstance(upload_id, str) or not NAME_RE.fullmatch(upload_id):
         raise _fail(ds, f"upload id {upload_id!r} is not allowed: an upload needs an id of "
                         "1-64 letters, digits, '_', '.', '-', starting with a letter or digit")
+
+
+def _integer(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def entry(meta: Meta, owner: str) -> dict[str, Any]:

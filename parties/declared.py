@@ -10,8 +10,9 @@ Without a declaration the first owner's file fixes a dataset's columns, scales a
     age = { type = "numeric", max_abs = 120 }        # or exponent = E (value * 2**E)
     site = { type = "categorical", categories = ["north", "south"] }
 
-in column order. The first contribution carries it (``mpc-client share --schema FILE``), the
-servers keep it with the dataset and check every later contribution's description against it
+in column order. The first contribution carries it (``mpc-client share --schema FILE``) without
+its ranges (``max_abs``: the servers need only the exponents), the servers keep it with the
+dataset and check every later contribution's description against it
 (columns, scale exponents, category lists, classes); each owner's client checks its values
 (ranges, categories, classes) before anything is sent, naming the column. ``draft`` writes a
 declaration from a sample file, ``to_toml`` prints one (``mpc-client schema``).
@@ -32,7 +33,7 @@ import numpy as np
 
 from mpcnet.dataset import MISSING_POLICIES, EncodingOptions, Table, class_codes
 from mpcnet.errors import InputError
-from mpcnet.fixedpoint import VALUE_BITS, auto_exponents
+from mpcnet.fixedpoint import EXPONENT_RANGE, VALUE_BITS, auto_exponents
 
 KINDS = ("numeric", "categorical")
 
@@ -115,9 +116,15 @@ class Declared:
                                for name, spec in table.items()]
         return cls.from_dict(data, where)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, public: bool = False) -> dict[str, Any]:
+        """The dict form; ``public``: without the ranges (``max_abs``), which is what the
+        servers keep: an owner's declared range would tell them roughly how large a column's
+        values are, and they only need the exponents."""
+        columns = [dict(c.spec(), name=c.name) for c in self.columns]
+        if public:
+            columns = [{k: v for k, v in c.items() if k != "max_abs"} for c in columns]
         out: dict[str, Any] = {"label": self.label, "missing": self.missing,
-                               "columns": [dict(c.spec(), name=c.name) for c in self.columns]}
+                               "columns": columns}
         if self.classes is not None:
             out["classes"] = list(self.classes)
         return out
@@ -232,8 +239,9 @@ def _column(name: str, spec: Any, fail: Any) -> Column:
     if exponent is None:
         assert max_abs is not None
         exponent = int(auto_exponents(np.array([[float(max_abs)]]))[0])
-    if isinstance(exponent, bool) or not isinstance(exponent, int) or not -1000 < exponent < 1000:
-        raise fail(f"column {name!r}: exponent must be an integer")
+    low, high = EXPONENT_RANGE
+    if isinstance(exponent, bool) or not isinstance(exponent, int) or not low <= exponent <= high:
+        raise fail(f"column {name!r}: exponent must be an integer in {low}..{high}")
     if max_abs is not None and math.ldexp(float(max_abs), exponent) >= 2.0**VALUE_BITS:
         raise fail(f"column {name!r}: max_abs {max_abs:g} does not fit exponent {exponent} "
                    f"(max_abs * 2**exponent must stay below 2**{VALUE_BITS})")
@@ -254,6 +262,12 @@ def _toml_value(v: Any) -> str:
     return json.dumps(v)
 
 
+def _round_up(x: float) -> float:
+    """x rounded up to two significant digits (a draft shows a range, not the sample's max)."""
+    step = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / step) * step
+
+
 def draft(table: Table, label: str, missing: str) -> Declared:
     """A declaration from a sample file read with some options: each column as it was read
     (numeric with its largest |value| as the range, or categorical with its categories), the
@@ -263,7 +277,7 @@ def draft(table: Table, label: str, missing: str) -> Declared:
         if name in table.categories:
             columns.append(Column(name, "categorical", categories=tuple(table.categories[name])))
             continue
-        peak = float(np.abs(table.values[:, j]).max()) or 1.0
+        peak = _round_up(float(np.abs(table.values[:, j]).max()) or 1.0)
         columns.append(Column(name, "numeric", int(auto_exponents(np.array([[peak]]))[0]),
                               max_abs=peak))
     classes = None if table.labels is None else tuple(class_codes(table.labels)[0])

@@ -114,9 +114,11 @@ class KnownCoefficients(Spdz3):
     """active3 whose MAC check uses coefficients every party knows in advance (a public
     stream, as a coin tossed before the check would give): the flaw the suite guards against."""
 
+    public_key = bytes(KEY_BYTES)  # the stream's key, the same at every party
+
     def _coefficients(self, count: int) -> np.ndarray:
         if not hasattr(self, "_public"):
-            self._public = PRF(bytes(KEY_BYTES))
+            self._public = PRF(self.public_key)
         r = self._public.words((2, count))
         out = np.zeros((2, 2, count), dtype=np.uint64)  # r is component 0: slot 0 of party 0,
         slot = {0: 0, 2: 1}.get(self.party)  # slot 1 of party 2
@@ -236,6 +238,8 @@ class MacCompensation(Adaptive):
                 _add128(payload, M * P if self.secret == "label" else J, self.epsilon)
             elif phase == "scoring" and payload.shape == (2, 2, 4 * P):  # squared counts
                 self.entries["squares"] = self.products
+            elif phase == "scoring" and payload.shape == (2, 2, 2 * M):  # one-hot check
+                self.entries["one-hot"] = self.products
             elif phase == "product":  # D' = D x T
                 self.entries["reduced"] = self.products
         elif kind == self.channel:
@@ -254,7 +258,10 @@ class MacCompensation(Adaptive):
         e = self.epsilon
         if self.secret == "label":  # MAC(L[0,0]) + e: below counts of class 0 -e, class 1 +e
             below = _below(data)
-            return ([("input", M * P, -e)]
+            # the one-hot check multiplies L[0,0] and its row sum (the same, with two classes)
+            # by 1 - L[0,0]: MAC(x) y gets e (1 - L[0,0]) twice
+            rest = 1 - int(data[1][0] == 0)
+            return ([("input", M * P, -e), ("one-hot", 0, -e * rest), ("one-hot", M, -e * rest)]
                     + [("squares", j, -e * int(below[0, j])) for j in range(P)]
                     + [("squares", P + j, e * int(below[1, j])) for j in range(P)])
         t = _t(data)  # MAC(D[0,J]) + e: D'[0, r] gets e T[J, r]
@@ -308,6 +315,9 @@ def _seeded_keys(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     counter = itertools.count()
     monkeypatch.setattr(keys, "random_key", lambda: hashlib.sha256(
         f"{seed}:{next(counter)}".encode()).digest()[:KEY_BYTES])
+    # and a public stream of its own per trial for KnownCoefficients
+    monkeypatch.setattr(KnownCoefficients, "public_key",
+                        hashlib.sha256(f"public:{seed}".encode()).digest()[:KEY_BYTES])
 
 
 def _parity_guesses(cls: type[Scheme], trials: int,

@@ -78,3 +78,17 @@ def test_refusals_suggest_only_options_that_exist(tmp_path: Path) -> None:
     named = {opt for msg in messages for opt in re.findall(r"--[a-z][a-z-]*", msg)}
     assert {"--drop", "--categorical", "--ordinal", "--missing", "--label", "--rows"} <= named
     assert named <= exists, f"refusals name options that do not exist: {named - exists}"
+
+
+def test_the_demo_checks_its_arguments_before_starting_anything() -> None:
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "client.demo", "--k", "400"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "between 1 and 309" in r.stderr and r.stdout == "", r
+    assert time.monotonic() - t0 < 10  # no server was started

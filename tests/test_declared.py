@@ -109,3 +109,29 @@ def test_a_draft_covers_its_sample(tmp_path: Path) -> None:
     assert d.columns[1].max_abs == 3.5 and d.classes == ("p", "q")
     d.check_table(table, "o.csv")
     assert np.ldexp(3.5, d.exponents[1]) < 2**31
+
+
+def test_the_servers_keep_no_ranges_and_a_draft_rounds_them_up(tmp_path: Path) -> None:
+    """A declared range would tell the servers roughly how large a column's values are; the
+    servers need only the exponents, and a draft shows a range, not the sample's maximum."""
+    d = Declared.from_toml(TEXT, "s.toml")
+    public = d.to_dict(public=True)
+    assert all("max_abs" not in c for c in public["columns"])
+    assert Declared.from_dict(public).exponents == d.exponents
+    table = read_csv(_file(tmp_path, "x,237018.47,p\ny,-2,q\n"), "y", options=d.options())
+    assert draft(table, "y", "refuse").columns[1].max_abs == 240000
+
+
+@pytest.mark.parametrize("over, words", [
+    ({"release": [["values"]]}, "release"),
+    ({"categories": {"b": ["x", "y"], "zz": ["q"]}}, "this contribution's columns"),
+    ({"categories": {"b": ["x", "x"]}}, "distinct"),
+    ({"exponents": [True, 3]}, "integers"),
+    ({"exponents": [0, 5000]}, "integers in"),
+    ({"rows": True}, "at least one row"),
+    ({"classes": ["p", "p"]}, "distinct classes"),
+])
+def test_a_malformed_description_is_refused_before_anything_is_stored(
+        over: dict[str, Any], words: str) -> None:
+    with pytest.raises(InputError, match=words):
+        catalog.check_meta(_meta("2", **over))

@@ -471,6 +471,21 @@ def test_with_a_server_down_every_command_fails_fast_naming_it(
         == jobs_before
 
 
+def test_a_closed_pipe_ends_the_client_quietly(cluster: LocalCluster) -> None:
+    """`mpc-client jobs | head`: the reader leaves early; no traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "client.main", "--config",
+                             str(cluster.config_path), "--as", "analyst", "jobs"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=cluster._env())
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before it prints anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
+
+
 @pytest.fixture
 def fresh(tmp_path: Path) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path / "deploy", timeouts={"round_timeout": 10.0,

@@ -1,8 +1,8 @@
 """Layer: featsel. pi_GINI-FS (Protocol 3 of Li, Dowsley, De Cock, 2021).
 
-The label matrix is first checked to be one-hot (``mpcnet.featsel.labels``). Lines 1-3 score
-every feature with pi_MS-GINI (one batch for all features), line 4 selects the k features with
-the lowest scores through pi_FILTER-FS. Scores are compared exactly as
+The label matrix is checked to be one-hot before anything leaves (``mpcnet.featsel.labels``).
+Lines 1-3 score every feature with pi_MS-GINI (one batch for all features), line 4 selects the
+k features with the lowest scores through pi_FILTER-FS. Scores are compared exactly as
 fractions, ties broken by the lower feature index, so the selection equals the plaintext one.
 Nobody learns scores or selected indices: only D' and the selected columns' scale exponents
 (and, where the data owners allow it, the selected indices) leave as shares, after the scheme's
@@ -17,7 +17,7 @@ import numpy as np
 
 from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
-from mpcnet.featsel.labels import check_label_matrix
+from mpcnet.featsel.labels import check_one_hot, one_hot_products
 from mpcnet.featsel.msgini import check_exact_ranking, msgini_fraction
 from mpcnet.ops.topk import fraction_bits, topk_fraction
 from mpcnet.schemes.base import Scheme, Shared
@@ -51,7 +51,8 @@ async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: in
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
     check_exact_ranking(m)
-    await check_label_matrix(s, labels)
+    with s.engine.phase("scoring"):
+        one_hot = await one_hot_products(s, labels)
     q, d = await msgini_fraction(s, data, labels)
     with s.engine.phase("selection"):
         selection = await topk_fraction(s, q, d, k, fraction_bits(m))
@@ -61,4 +62,5 @@ async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: in
     indices = s.matmul_public(np.arange(p, dtype=np.uint64).reshape(1, p), selection).reshape(k)
     with s.engine.phase("checks"):
         await s.verify()
+        await check_one_hot(s, one_hot, *labels.shape)
     return SelectionResult(reduced, chosen, indices)

@@ -1,15 +1,19 @@
-"""Layer: featsel. The label matrix must be one-hot before anything is computed on it.
+"""Layer: featsel. The label matrix must be one-hot before anything leaves the servers.
 
 pi_MS-GINI (Protocol 2) takes the m x (n-1) class-membership matrix L as given. A data owner
 who uploads other values (a 2, a row with two ones, a huge word) would make the class counts
 wrap in Z_2^64, the comparisons of pi_FILTER-FS inconsistent and the selection matrix T no
 longer one 1 per column, so that D' = D x T could carry sums of columns nobody selected (the
 fourth review, demonstrated in memory). The servers cannot see L, so they check it jointly:
-every entry x and every row sum r must satisfy x (1 - x) = 0 and r (1 - r) = 0, which holds in
-Z_2^64 exactly for x, r in {0, 1} (``one_hot_defects`` says why). The products
-are opened in one round: for an honest owner they are all zero, so the opening tells nothing;
-for a dishonest one it shows that owner's own bad rows. The outcome depends only on what the
-owners sent, never on a coin or another owner's data.
+every entry x and every row sum r must satisfy x (1 - x) = 0 and r (1 - r) = 0, which in
+Z_2^64 holds exactly for x, r in {0, 1} (``one_hot_defects``).
+
+The products are computed with the first products of the job and pass the scheme's checks
+with all others (one product round); they are opened after the job's final check and before any
+output (one round). Computing on a bad L before that is harmless: every opening on the way is
+masked and no output leaves before the check. For an honest owner every product is zero, so the
+opening tells nothing; for a dishonest one it shows that owner's own bad rows. The outcome
+depends only on what the owners sent, never on a coin or on another owner's data.
 """
 
 from __future__ import annotations
@@ -27,12 +31,17 @@ def one_hot_defects(x: np.ndarray) -> np.ndarray:
     return x * (np.uint64(1) - x) != 0
 
 
-async def check_label_matrix(s: Scheme, labels: Shared) -> None:
-    """Abort (``InputError``) unless every entry of ``labels`` and every row sum is 0 or 1."""
-    m, c = labels.shape
-    rows = s.sum(labels, 1).reshape(m, 1)
-    both = concat([labels, rows])
-    products = await s.mul(both, s.add_public(s.neg(both), 1))
+async def one_hot_products(s: Scheme, labels: Shared) -> Shared:
+    """Shares of x (1 - x) for every entry of the m x c ``labels``, then r (1 - r) for every
+    row sum r: all zero exactly when ``labels`` is one-hot (at most one 1 per row)."""
+    m = labels.shape[0]
+    both = concat([labels, s.sum(labels, 1).reshape(m, 1)])
+    return await s.mul(both, s.add_public(s.neg(both), 1))
+
+
+async def check_one_hot(s: Scheme, products: Shared, m: int, c: int) -> None:
+    """Open ``one_hot_products`` (after the scheme's checks) and abort with ``InputError``
+    unless all are zero, naming the first bad row."""
     bad = np.flatnonzero(await s.open(products) != 0)
     if bad.size:
         cells = bad[bad < m * c]
