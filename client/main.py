@@ -13,13 +13,14 @@ bad input, 3: a server unreachable or failed, 4: cheating detected).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from client import offline
+from client.offline import print_result, release
 from mpcnet import config
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
 from mpcnet.net.tls import run
@@ -119,17 +120,6 @@ def _release_option(s: argparse.ArgumentParser, what: str) -> None:
                    help=f"{what}: shares, or values [label] [names] (default: values)")
 
 
-def _release(args: argparse.Namespace) -> tuple[str, ...]:
-    """--release as catalog.RELEASES: 'shares' alone means none of them."""
-    chosen = set(args.release)
-    if "shares" in chosen and len(chosen) > 1:
-        raise InputError("--release shares means shares only; do not combine it with "
-                         f"{', '.join(sorted(chosen - {'shares'}))}")
-    if chosen & {"label", "names"} and "values" not in chosen:
-        raise InputError("--release label or names comes with the values: add values")
-    return tuple(sorted(chosen - {"shares"}))
-
-
 def _encoding_options(s: argparse.ArgumentParser) -> None:
     """How a CSV file is read: the options of share, draft-schema and plaintext."""
     s.add_argument("--label", help="the label column (required by rows; one owner by columns; "
@@ -152,9 +142,6 @@ def _encoding_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--drop", nargs="*", default=[], metavar="COL",
                    help="columns to leave out (default: none)")
 
-
-def _print(args: argparse.Namespace, obj: Any, text: str) -> None:
-    print(json.dumps(obj, indent=1, default=str) if args.json else text)
 
 
 def _fmt_bytes(n: float) -> str:
@@ -226,7 +213,7 @@ async def _run(args: argparse.Namespace) -> int:
                             lines.append(f"         {k}: {v}")
                 else:
                     lines.append(f"{r['server']:<8} {r['address']:<22} DOWN  {r['error']}")
-            _print(args, rows, "\n".join(lines))
+            print_result(args, rows, "\n".join(lines))
             down = [r["server"] for r in rows if not r["reachable"]]
             cut = [r["server"] for r in rows if r["reachable"] and not args.no_mesh
                    and not r["mesh_ok"]]
@@ -241,8 +228,8 @@ async def _run(args: argparse.Namespace) -> int:
                                layout=args.layout or "rows", categorical=args.categorical,
                                missing=args.missing, drop=tuple(args.drop),
                                ordinal=tuple(args.ordinal), security=args.security,
-                               schema=args.schema, release=_release(args))
-            _print(args, s.__dict__,
+                               schema=args.schema, release=release(args))
+            print_result(args, s.__dict__,
                    f"shared {s.rows} rows x {s.columns} columns"
                    f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
                    f"{s.dataset!r} ({s.total_rows} rows now); {_fmt_bytes(s.bytes_per_server)} "
@@ -254,17 +241,17 @@ async def _run(args: argparse.Namespace) -> int:
                                   score=args.score, share_with=tuple(args.share_with),
                                   valid_for=args.valid_for,
                                   progress=None if args.json else _Progress())
-            _print(args, job, f"job {job['id']} done: result {job['result']!r} stored "
+            print_result(args, job, f"job {job['id']} done: result {job['result']!r} stored "
                    f"({args.k} features of {job['dataset']!r}, {job['security']})\n"
                    + figures_text(job.get("figures")))
             return 0
         if args.cmd == "schema":
             text = await cl.schema_toml(args.dataset)
-            _write_or_print(args.out, text)
+            offline.write_or_print(args.out, text)
             return 0
         if args.cmd in ("datasets", "results", "jobs"):
             by_server, missing = await cl.listing(args.cmd)
-            _print(args, by_server if not missing else dict(by_server, unreachable=missing),
+            print_result(args, by_server if not missing else dict(by_server, unreachable=missing),
                    _listing_text(args.cmd, by_server, dep, missing))
             if missing:
                 print(f"mpc-client: not every server answered ({', '.join(missing)} "
@@ -278,7 +265,7 @@ async def _run(args: argparse.Namespace) -> int:
             if args.shares_dir:
                 write_shares(args.shares_dir, fetched,
                              [s.name for s in dep.servers], overwrite=args.force)
-                _print(args, m, f"shares of {args.result!r} ({m['rows']} x {m['k']}, "
+                print_result(args, m, f"shares of {args.result!r} ({m['rows']} x {m['k']}, "
                        f"{m['security']}) from {len(fetched.shares)} servers in "
                        f"{args.shares_dir}")
             else:
@@ -288,7 +275,7 @@ async def _run(args: argparse.Namespace) -> int:
                 extra = [f"the label {reduced.label!r}" if reduced.classes is not None else "",
                          "the selected columns' names" if reduced.names else ""]
                 extra = [e for e in extra if e]
-                _print(args, dict(m, out=str(args.out)),
+                print_result(args, dict(m, out=str(args.out)),
                        f"wrote {rows} x {k} reduced dataset to {args.out}"
                        f"{' with ' + ' and '.join(extra) if extra else ' (header f1..fk)'}; "
                        "servers' shares consistent")
@@ -296,51 +283,6 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         cl.close()
     return 1
-
-
-def _local(args: argparse.Namespace) -> int:
-    """The commands that need no server: draft-schema and plaintext."""
-    from client.plain import expected_selection
-    from client.results import check_writable, write_csv
-    from client.uploads import read_declared
-    from mpcnet.dataset import EncodingOptions, read_csv
-    from parties.declared import draft
-
-    options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal))
-    if args.cmd == "draft-schema":
-        if args.label is None:
-            raise InputError("a schema names the label column: pass --label COLUMN")
-        table = read_csv(args.file, args.label, tuple(args.drop), options)
-        text = draft(table, args.label, args.missing).to_toml(
-            f"draft schema from {args.file.name} ({table.values.shape[0]} rows): widen max_abs "
-            "and the lists to what every owner holds,\nthen pass it to the first share with "
-            "--schema")
-        _write_or_print(args.out, text)
-        return 0
-    if args.out is not None:
-        check_writable(args.out, args.force)
-    got = expected_selection(args.files, args.k, label=args.label,
-                             layout=args.layout or "rows", options=options,
-                             drop=tuple(args.drop),
-                             declared=read_declared(args.schema) if args.schema else None)
-    rows = got.reduced.encoded.shape[0]
-    text = f"selected ({args.k} of MS-GINI, best first): {', '.join(got.columns)}"
-    if args.out is not None:
-        write_csv(args.out, got.released(_release(args)), overwrite=args.force)
-        text += f"\nwrote {rows} x {args.k} reduced dataset to {args.out}"
-    _print(args, {"columns": got.columns, "classes": got.classes, "rows": rows,
-                  "out": None if args.out is None else str(args.out)}, text)
-    return 0
-
-
-def _write_or_print(out: Path | None, text: str) -> None:
-    if out is None:
-        print(text, end="")
-        return
-    if out.exists():
-        raise InputError(f"{out} exists; choose another --out")
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}", file=sys.stderr)
 
 
 def _stored_on(by_server: dict[str, list[dict[str, Any]]], item: dict[str, Any],
@@ -395,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         if args.cmd in ("draft-schema", "plaintext"):
-            return _local(args)
+            return offline.run(args)
         return run(_run(args))
     except MPCError as exc:
         status, prefix = next((code, pre) for cls, code, pre in _FAILURES
