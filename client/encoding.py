@@ -22,11 +22,13 @@ from parties.declared import Declared
 @dataclass(frozen=True)
 class Encoded:
     """One contribution: its description (``catalog.contribution_meta``), its m x p
-    fixed-point values and, if it carries the label, each row's class code."""
+    fixed-point values, each row's class code if it carries the label, and the declared
+    schema it was read by, if any."""
 
     meta: dict[str, Any]
     values: np.ndarray
     codes: np.ndarray | None
+    declared: Declared | None = None
 
 
 def declaration(view: dict[str, Any] | None, given: Declared | None, dataset: str
@@ -76,13 +78,12 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
     otherwise, or by the declared schema if there is one."""
     declared = declaration(view, declared, dataset)
     schema = view["schema"] if view else None
-    fixed = schema is not None and view is not None and view["layout"] == "rows"
+    fixed = view is not None and view["layout"] == "rows"
     if declared is not None:
         if label is not None and label != declared.label:
             raise InputError(f"the declared schema's label is {declared.label!r}, not "
                              f"{label!r}; leave out --label or pass --label {declared.label}")
-        own = options
-        if own.categorical != "refuse" or own.ordinal_columns or own.missing not in (
+        if options.categorical != "refuse" or options.ordinal_columns or options.missing not in (
                 "refuse", declared.missing):
             raise InputError(f"dataset {dataset!r} has a declared schema, which decides how "
                              f"cells are read (missing = {declared.missing!r}, categorical "
@@ -129,4 +130,4 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
                "(other units) in every owner's file and share them to a new --dataset"
                if fixed else "rescale the column (other units)")
         raise RangeError(f"{path}: {exc}; {why}") from None
-    return Encoded(meta, values, codes)
+    return Encoded(meta, values, codes, declared)

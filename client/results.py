@@ -27,7 +27,8 @@ from mpcnet.jobrequest import SignedRequest, load_ca
 @dataclass
 class Fetched:
     manifest: dict[str, Any]
-    shares: dict[int, dict[str, np.ndarray]]  # party -> {"reduced", "exponents"}
+    # party -> {"reduced", "exponents"} and, where released, "labels" and "indices"
+    shares: dict[int, dict[str, np.ndarray]]
 
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from client.connection import Connections, ServerSession, default_security
-from client.encoding import declaration, encode_contribution
+from client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
 from mpcnet.errors import InputError, MPCError
 from mpcnet.schemes.registry import sharing_of
@@ -85,10 +85,11 @@ class Sharing(Connections):
         given = table
         for attempt in (1, 2):
             view = await self._view(sessions, dataset)
-            meta, arrays_by_party = await self._encode(
+            done, arrays_by_party = await self._encode(
                 path, dataset, view, info=info, table=given, label=label, layout=layout,
                 sharing=sharing, security=info.name, drop=drop, options=options,
                 declared=declared, release=tuple(release))
+            meta = done.meta
             try:
                 await self._upload_all(sessions, meta, arrays_by_party)
             except InputError:
@@ -102,12 +103,12 @@ class Sharing(Connections):
         fixed = view is not None and view["layout"] == "rows"
         nbytes = sum(a.nbytes for a in arrays_by_party[0].values())
         total = (view["rows"] + meta["rows"]) if fixed and view else meta["rows"]
-        used = declaration(view, declared, dataset)
         return ShareSummary(dataset, meta["rows"], len(meta["columns"]), meta["label"],
                             total if layout == "rows" else meta["rows"],
                             time.perf_counter() - t0, nbytes,
-                            None if used is None else f"read by the dataset's declared schema "
-                                                      f"(missing = {used.missing})")
+                            None if done.declared is None else
+                            f"read by the dataset's declared schema (missing = "
+                            f"{done.declared.missing})")
 
     async def schema_toml(self, dataset: str) -> str:
         """The dataset's schema as a TOML file: the declared one, or the one its contributions
@@ -146,9 +147,9 @@ class Sharing(Connections):
 
     async def _encode(self, path: str | Path, dataset: str, view: dict[str, Any] | None, *,
                       info: Any, table: Any, **how: Any
-                      ) -> tuple[dict[str, Any], list[dict[str, np.ndarray]]]:
+                      ) -> tuple[Encoded, list[dict[str, np.ndarray]]]:
         """Read, check and encode the file (``client.encoding``), then share it: the
-        description of the upload and each server's share arrays."""
+        contribution and each server's share arrays."""
         from mpcnet.dataset import indicators
         from mpcnet.ring import to_ring
 
@@ -160,7 +161,7 @@ class Sharing(Connections):
         if done.codes is not None and classes is not None:
             for party, lab in enumerate(info.share(indicators(done.codes, len(classes)))):
                 arrays_by_party[party]["labels"] = lab
-        return done.meta, arrays_by_party
+        return done, arrays_by_party
 
     async def _upload_all(self, sessions: list[ServerSession], meta: dict[str, Any],
                           arrays_by_party: list[dict[str, np.ndarray]]) -> None:

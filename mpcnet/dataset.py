@@ -164,9 +164,12 @@ def _parse_rows(path: Path, text: str) -> tuple[list[str], list[list[str]]]:
 
 
 def read_header(path: str | Path) -> list[str]:
-    """The column names of a CSV file's header row."""
+    """The column names of a CSV file's header row (only that row is parsed)."""
     text = _read_text(Path(path))
-    return [name.strip() for name in _parse_rows(Path(path), text)[0]]
+    if not text.strip():
+        raise InputError(f"{path}: the file is empty; it needs a header row and data rows")
+    first = next(csv.reader(io.StringIO(text, newline=""), strict=True), [])
+    return [name.strip() for name in first]
 
 
 def _line_numbers(text: str) -> list[int]:
