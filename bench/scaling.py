@@ -5,8 +5,8 @@ informative columns, integer and real columns mixed, binary label), each point u
 setting in ``--security``:
 
 - m from 1,000 to 100,000 rows at the SPEED shape's p = 122, k = 67, with the two sides of the
-  ranking threshold: up to m = 10,321 the cross-multiplied scores fit 63 bits and are compared
-  directly; beyond it the exact ranking splits Q (``mpcnet.ops.topk._losses_split``), which
+  ranking threshold: up to ``LIMIT`` rows the cross-multiplied scores fit the ring and are
+  compared directly; beyond it they are compared as limbs (``mpcnet.ops.fraction``), which
   costs more rounds;
 - p from 50 to 1,000 at m = 2,000, k = 40 (top-k compares all p^2 pairs of scores);
 - k from 1 to 121 (k < p is required) at m = 2,000, p = 122.
@@ -49,15 +49,16 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
 from bench import measure, report  # noqa: E402
-from mpcnet.ops.topk import fraction_bits  # noqa: E402
+from mpcnet.featsel.msgini import limb_plan  # noqa: E402
 
 
 def direct_ranking_limit() -> int:
-    """Largest m whose scores are ranked by direct cross-multiplication in 63 bits."""
+    """Largest m whose scores the ranking compares by direct cross-multiplication."""
     lo, hi = 2, 1 << 20
-    while lo < hi:  # q_bits + d_bits grows with m
+    while lo < hi:  # the cross products grow with m
         mid = (lo + hi + 1) // 2
-        if sum(fraction_bits(mid)) <= 63:
+        plan = limb_plan(mid, 1)
+        if plan is not None and plan.levels == 1:
             lo = mid
         else:
             hi = mid - 1

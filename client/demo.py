@@ -123,7 +123,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from client.local import LocalCluster
-    from client.main import _fmt_bytes
+    from client.main import _fmt_bytes, plan_text
     from mpcnet.dataset import BUNDLED, read_bundled
     from mpcnet.net.tls import run
     from mpcnet.schemes import registry
@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         out("time per phase (alice): " + ", ".join(
             f"{ph} {v['seconds']:.3f} s/{v['rounds']} rounds"
             for ph, v in lead.get("phases", {}).items()))
+        if lead.get("plan"):
+            out(plan_text(lead["plan"]))
         out("bytes sent per party: " + ", ".join(
             f"{name} {_fmt_bytes(f.get('bytes_sent', 0))}" for name, f in figs.items()))
         code = 0 if r["equal"] else 1

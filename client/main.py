@@ -161,7 +161,17 @@ def figures_text(fig: dict[str, Any] | None) -> str:
                      f"{_fmt_bytes(ph['bytes_sent']):>11}")
     lines.append(f"  {'total':<14}{fig.get('seconds', 0):>9.3f}{fig.get('rounds', 0):>8}"
                  f"{_fmt_bytes(fig.get('bytes_sent', 0)):>11}  (this server)")
+    if fig.get("plan"):
+        lines.append("  " + plan_text(fig["plan"]))
     return "\n".join(lines)
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """The top-k planner's choice as one line (public: it depends on m, p and k only)."""
+    text = (f"top-k by {plan['method']}: {plan['comparisons']:,} comparisons in "
+            f"{plan['stages']} stage(s), {plan['levels']} level(s) per comparison; scored in "
+            f"{plan['blocks']} block(s) of {plan['block_columns']} column(s)")
+    return text + (f" (other: {plan['alternative']})" if plan.get("alternative") else "")
 
 
 class _Progress:

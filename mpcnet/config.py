@@ -99,6 +99,7 @@ class Deployment:
     timeouts: Timeouts = field(default_factory=Timeouts)
     max_frame_bytes: int = 1 << 30              # largest array one frame may carry (1 GiB)
     log_level: str = "INFO"
+    memory_budget: int = 2 << 30                # working memory per server for one job
 
     # -- look-ups --------------------------------------------------------------------------
     @property
@@ -178,7 +179,8 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
 
     dep = raw.get("deployment", {})
     _check_keys(dep, {"connect_timeout", "handshake_timeout", "round_timeout", "request_timeout",
-                      "probe_timeout", "max_frame_bytes", "log_level"}, where("deployment"))
+                      "probe_timeout", "max_frame_bytes", "log_level", "memory_budget"},
+                where("deployment"))
     defaults = Timeouts()
     timeouts = Timeouts(
         connect=_positive(dep, "connect_timeout", defaults.connect, where("deployment")),
@@ -191,6 +193,7 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
     if not isinstance(max_frame, int) or max_frame < 1024:
         raise ConfigError(f"{where('deployment')} max_frame_bytes must be an integer >= 1024")
     log_level = str(dep.get("log_level", "INFO")).upper()
+    memory_budget = parse_size(dep.get("memory_budget", "2 GiB"), where("deployment"))
 
     tls = raw.get("tls", {})
     _check_keys(tls, {"ca", "dir"}, where("tls"))
@@ -252,7 +255,27 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
     if len(set(dirs)) != len(dirs):
         raise ConfigError(f"{path}: two servers share one data_dir; give each its own")
     return Deployment(path, tuple(servers), tuple(clients), ca, tls_dir, timeouts, max_frame,
-                      log_level)
+                      log_level, memory_budget)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20,
+          "gib": 1 << 30}
+
+
+def parse_size(value: Any, where: str) -> int:
+    """Bytes from an integer or a string such as "2 GiB" or "1500 MB" (at least 64 MiB: less
+    cannot hold a job's fixed costs)."""
+    text = str(value).strip().lower().replace(" ", "")
+    digits = text.rstrip("kmgib")
+    unit = text[len(digits):]
+    try:
+        size = int(float(digits) * _UNITS[unit])
+    except (KeyError, ValueError):
+        raise ConfigError(f"{where} memory_budget must be a size such as \"2 GiB\" or "
+                          f"\"1500 MB\", got {value!r}") from None
+    if size < 64 << 20:
+        raise ConfigError(f"{where} memory_budget must be at least 64 MiB, got {value!r}")
+    return size
 
 
 def _check_keys(table: Any, allowed: set[str], where: str) -> None:

@@ -13,12 +13,13 @@ LSVT selection, while per-column scaling of every column to 24..48 bits reproduc
 
 Precision limits (the secure split test depends on them):
 
-- VALUE_BITS = 40: every encoded value satisfies |x_enc| < 2**40.
-- Split test: with m rows, S_j = sum_i x_ij and |S_j - m * x_ij| <= 2 * m * 2**40, which fits
-  a signed 64-bit ring (< 2**63) exactly when m < 2**22 = MAX_ROWS.
+- VALUE_BITS = 38: every encoded value satisfies |x_enc| < 2**38.
+- Split test: with m rows, S_j = sum_i x_ij and |S_j - m * x_ij| <= 2 * m * 2**38, which fits
+  a signed 64-bit ring (< 2**63) exactly when m < 2**24 = MAX_ROWS (16.7 million rows).
 - AUTO_BITS = 31: auto-scaling picks e_j so that the column's largest |x| encodes below 2**31;
-  the 2**9 headroom up to VALUE_BITS lets later data owners upload values up to 512 times
-  larger than the first owner's largest under the same, agreed exponent.
+  the 2**7 headroom up to VALUE_BITS lets later data owners upload values up to 128 times
+  larger than the first owner's largest under the same, agreed exponent. (VALUE_BITS was 40,
+  with 2**9 of headroom, while jobs were limited to 2**22 rows.)
 """
 
 from __future__ import annotations
@@ -31,14 +32,14 @@ EXPONENT_RANGE = (-960, 1060)
 """Scale exponents a dataset may use: every encoded value (|z| < 2**VALUE_BITS) then decodes to a
 finite, nonzero float64 z * 2**-e."""
 
-VALUE_BITS = 40
+VALUE_BITS = 38
 """Every encoded value must satisfy |x_enc| < 2**VALUE_BITS."""
 
 AUTO_BITS = 31
-"""Auto-scaling puts a column's largest |x| below 2**AUTO_BITS (2**9 headroom to VALUE_BITS)."""
+"""Auto-scaling puts a column's largest |x| below 2**AUTO_BITS (2**7 headroom to VALUE_BITS)."""
 
-MAX_ROWS = 2**22
-"""Row limit of the secure split test: 2 * m * 2**VALUE_BITS < 2**63 requires m < 2**22."""
+MAX_ROWS = 2**24
+"""Row limit of the secure split test: 2 * m * 2**VALUE_BITS < 2**63 requires m < 2**24."""
 
 
 def _column_name(columns: list[str] | None, j: int) -> str:
@@ -84,7 +85,8 @@ def auto_exponents(values: np.ndarray, columns: list[str] | None = None) -> np.n
 def encode(
     values: np.ndarray, exponents: np.ndarray, columns: list[str] | None = None
 ) -> np.ndarray:
-    """Encode an m x p float matrix as int64 round(x_ij * 2**e_j), refusing |x_enc| >= 2**40."""
+    """Encode an m x p float matrix as int64 round(x_ij * 2**e_j), refusing
+    |x_enc| >= 2**VALUE_BITS."""
     x = _check_matrix(values, columns)
     exps = np.asarray(exponents)
     if exps.shape != (x.shape[1],) or not np.issubdtype(exps.dtype, np.integer):

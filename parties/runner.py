@@ -104,7 +104,8 @@ class JobRunner:
             data_shares, label_shares = await scheme.input(data, labels)
             del data, labels
             res = await gini_fs(scheme, data_shares, label_shares, len(schema["classes"]),
-                                job.k, np.asarray(schema["exponents"], dtype=np.int64))
+                                job.k, np.asarray(schema["exponents"], dtype=np.int64),
+                                self.dep.memory_budget)
             release = catalog.release_of(manifest)
             outputs = {"reduced": res.reduced, "exponents": res.exponents}
             if "label" in release:
@@ -119,6 +120,7 @@ class JobRunner:
             self.storage.commit_result(self._manifest(job, manifest, files), staged)
             staged = None
             figures = dict(engine.report(), seconds=round(time.perf_counter() - start, 4),
+                           plan=res.plan,
                            wire={self.dep.servers[p].name: {"sent": a, "recv": b}
                                  for p, (a, b) in channel.bytes_by_peer().items()})
             log.info("job %s done in %.3f s: %s rounds, %s bytes sent; result %s stored",

@@ -47,6 +47,7 @@ def test_minimal_file_gets_defaults(tmp_path: Path) -> None:
     assert dep.server("a").cert == tmp_path / "certs" / "a.pem"
     assert dep.server("c").data_dir == tmp_path / "data" / "c"
     assert dep.timeouts == config.Timeouts()
+    assert dep.memory_budget == 2 << 30
     assert dep.client("x").may_upload("anything")
     assert dep.identity("x") == (tmp_path / "certs" / "x.pem", tmp_path / "certs" / "x.key")
 
@@ -57,6 +58,8 @@ def test_minimal_file_gets_defaults(tmp_path: Path) -> None:
     ('[deployment]\nround_timout = 3\n', "unknown key"),
     ('[deployment]\nround_timeout = -1\n', "positive"),
     ('[nonsense]\n', "unknown section"),
+    ('[deployment]\nmemory_budget = "2 parsecs"\n', "memory_budget must be a size"),
+    ('[deployment]\nmemory_budget = 1000\n', "at least 64 MiB"),
     ('[[clients]]\nname = "../x"\nrole = "owner"\n', "name"),
 ])
 def test_mistakes_are_refused_with_the_file_named(tmp_path: Path, extra: str, words: str) -> None:
@@ -92,3 +95,11 @@ def test_names_with_a_trailing_newline_are_refused(tmp_path: Path) -> None:
     path.write_text(path.read_text().replace('name = "bob"', 'name = "bob\\n"'))
     with pytest.raises(ConfigError, match="name must be"):
         config.load(path)
+
+
+@pytest.mark.parametrize("text, size", [("1500 MB", 1_500_000_000), ('"2 GiB"', 2 << 30),
+                                        ("3221225472", 3 << 30), ("512MiB", 512 << 20)])
+def test_memory_budget_takes_sizes_with_units(tmp_path: Path, text: str, size: int) -> None:
+    value = text if text.startswith('"') or text.isdigit() else f'"{text}"'
+    dep = config.load(_write(tmp_path, f"[deployment]\nmemory_budget = {value}\n" + SERVERS))
+    assert dep.memory_budget == size

@@ -58,7 +58,7 @@ def _synthetic(m: int, p: int, n_classes: int, seed: int) -> EncodedDataset:
     values = rng.integers(-50, 50, (m, p)) + codes[:, None] * rng.integers(0, 30, p)
     values[:, 0] = 7  # constant feature: the '>' side is empty
     values[:, 1] = values[:, 2]  # duplicate column: an exact tie, broken by the lower index
-    values[:, 3] = np.where(np.arange(m) % 2 == 0, -(2**39), 2**39 - 1)  # range limits
+    values[:, 3] = np.where(np.arange(m) % 2 == 0, -(2**37), 2**37 - 1)  # range limits
     return EncodedDataset([f"c{j}" for j in range(p)], values, np.zeros(p, dtype=np.int64),
                           [str(c) for c in range(n_classes)], codes)
 
@@ -111,9 +111,49 @@ def test_a_label_matrix_that_is_not_one_hot_is_refused(scheme: str) -> None:
             select_in_process(scheme, ds.values, labels, ds.n_classes, 2, ds.exponents)
 
 
-def test_more_rows_than_64_bit_products_allow() -> None:
-    """m = 12,000 > 10,809: Q_i*D_j no longer fits 64 bits; the split ranking stays exact."""
+@pytest.mark.parametrize("method", ["ranking", "network"])
+def test_more_rows_than_64_bit_products_allow(scheme: str, method: str) -> None:
+    """m = 12,000: Q_i*D_j no longer fits 64 bits; the limb cascade stays exact."""
     ds = _synthetic(12_000, 6, 2, seed=12)
     chosen = plain_selection(ds, 3)
-    reduced, _, _ = private_selection("passive3", ds, 3)
-    np.testing.assert_array_equal(reduced, ds.values[:, chosen])
+    run = select_in_process(scheme, ds.values, ds.label_matrix, 2, 3, ds.exponents,
+                            method=method)
+    assert run.plan["method"] == method and run.plan["levels"] == 3
+    np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
+
+
+def test_four_hundred_thousand_rows_are_exact() -> None:
+    """Beyond the old limit of 370,727 rows (two limbs per fraction, three levels)."""
+    ds = _synthetic(400_000, 4, 2, seed=40)
+    chosen = plain_selection(ds, 2)
+    run = select_in_process("passive3", ds.values, ds.label_matrix, 2, 2, ds.exponents)
+    np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
+
+
+def test_rows_beyond_the_proven_bound_are_refused() -> None:
+    from mpcnet.featsel.msgini import MAX_RANKED_ROWS, check_rows
+    assert MAX_RANKED_ROWS == 2**24 - 1 >= 10**7
+    check_rows(10**7)
+    with pytest.raises(InputError, match="exact for 2 to 16,777,215 rows; this dataset has "
+                                         "16,777,216"):
+        check_rows(2**24)
+
+
+@pytest.mark.parametrize("name", ["lsvt", "cogload"])
+def test_network_and_blocks_give_the_same_selection(scheme: str, name: str) -> None:
+    """The selection network, and scoring a few columns at a time within a small memory
+    budget, select what the ranking selects (the independent reference)."""
+    ds = encode_table(read_bundled(name))
+    expected = EXPECTED[name]
+    budget = ds.values.shape[0] * 3000 * 7  # 7 columns per block under every setting
+    run = select_in_process(scheme, ds.values, ds.label_matrix, ds.n_classes, expected["k"],
+                            ds.exponents, method="network", memory_budget=budget)
+    assert run.plan["method"] == "network" and run.plan["blocks"] > 1
+    np.testing.assert_array_equal(run.reduced, ds.values[:, expected["selected_indices"]])
+
+
+def test_a_column_that_does_not_fit_the_budget_is_refused() -> None:
+    ds = _synthetic(1000, 5, 2, seed=2)
+    with pytest.raises(InputError, match="over the memory budget of 0 MiB"):
+        select_in_process("passive3", ds.values, ds.label_matrix, 2, 2, ds.exponents,
+                          memory_budget=1000)

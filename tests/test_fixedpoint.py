@@ -13,7 +13,7 @@ from mpcnet.fixedpoint import AUTO_BITS, MAX_ROWS, VALUE_BITS, auto_exponents, d
 
 
 def test_constants_state_the_split_test_bound() -> None:
-    assert (VALUE_BITS, AUTO_BITS) == (40, 31)
+    assert (VALUE_BITS, AUTO_BITS) == (38, 31)
     assert 2 * MAX_ROWS * 2**VALUE_BITS == 2**63
 
 
@@ -72,19 +72,19 @@ def test_rounding_is_half_to_even() -> None:
     assert ints.ravel().tolist() == [0, 2, -2, 0]
 
 
-def test_value_limit_is_two_to_the_forty() -> None:
-    ok = np.array([[2.0**40 - 1], [-(2.0**40) + 1]])
-    assert encode(ok, np.array([0])).ravel().tolist() == [2**40 - 1, -(2**40) + 1]
+def test_value_limit_is_two_to_the_thirty_eight() -> None:
+    ok = np.array([[2.0**38 - 1], [-(2.0**38) + 1]])
+    assert encode(ok, np.array([0])).ravel().tolist() == [2**38 - 1, -(2**38) + 1]
     with pytest.raises(RangeError) as err:
-        encode(np.array([[1.0, 2.0], [3.0, -(2.0**40)]]), np.array([0, 0]), ["a", "b"])
+        encode(np.array([[1.0, 2.0], [3.0, -(2.0**38)]]), np.array([0, 0]), ["a", "b"])
     msg = str(err.value)
-    assert "row 2" in msg and "column 'b'" in msg and "2**40" in msg
+    assert "row 2" in msg and "column 'b'" in msg and "2**38" in msg
     assert "exponent 0" in msg and "at most -1" in msg
 
 
 def test_out_of_range_after_scaling_names_exponent() -> None:
     values = np.array([[1.0], [600.0]])
-    exps = auto_exponents(values) + 10  # 600 * 2**exp now exceeds 2**40
+    exps = auto_exponents(values) + 10  # 600 * 2**exp now exceeds 2**38
     with pytest.raises(RangeError, match=r"row 2, column 1 \(1-based\).*exponent"):
         encode(values, exps)
 

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 from conftest import opened, run_protocol
 
+from mpcnet.errors import InputError
 from mpcnet.ops.compare import eqz, lt, ltz, msb
 from mpcnet.ops.convert import bit_to_arith
-from mpcnet.ops.topk import argmin, topk_fraction, topk_values
+from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
+from mpcnet.ops.network import schedule, topk_network
+from mpcnet.ops.topk import argmin, topk_ranking, topk_values
 
 EDGE = np.array([0, 1, -1, 2, -2, 2**62, -(2**62), 2**63 - 1, -(2**63), 2**63 - 2,
                  -(2**63) + 1, 4096, -4096], dtype=np.int64)
@@ -86,21 +89,121 @@ def test_topk_values_with_ties(scheme: str, largest: bool) -> None:
     np.testing.assert_array_equal(one_hot, np.eye(len(scores), dtype=np.uint64)[8])
 
 
-def test_topk_fraction_exact(scheme: str) -> None:
-    rng = np.random.default_rng(9)
-    den = rng.integers(1, 1000, 40)
-    num = den * rng.integers(0, 4, 40)  # many exact ties (num/den in {0, 1, 2, 3})
-    num[:5] = num[:5] * 3 + 1
-    k = 17
-
-    async def body(s, q, d):  # type: ignore[no-untyped-def]
-        return await s.open(await topk_fraction(s, q, d, k))
-
-    t = opened(run_protocol(scheme, {"q": num, "d": den}, body))
+def _expected_fraction_order(num: list[int], den: list[int], k: int) -> list[int]:
     from fractions import Fraction
     ratios = [Fraction(int(a), int(b)) for a, b in zip(num, den, strict=True)]
-    expected = sorted(range(40), key=lambda j: (-ratios[j], j))[:k]
-    assert _selected(t) == expected
+    return sorted(range(len(num)), key=lambda j: (-ratios[j], j))[:k]
+
+
+async def _topk(s, fr, k: int, method: str):  # type: ignore[no-untyped-def]
+    return await (topk_ranking if method == "ranking" else topk_network)(s, fr, k)
+
+
+@pytest.mark.parametrize("method", ["ranking", "network"])
+@pytest.mark.parametrize(("p", "k"), [(40, 17), (37, 1), (9, 8), (16, 16 - 1)])
+def test_topk_fraction_exact(scheme: str, method: str, p: int, k: int) -> None:
+    rng = np.random.default_rng(9 + p)
+    den = rng.integers(1, 1000, p)
+    num = den * rng.integers(0, 4, p)  # many exact ties (num/den in {0, 1, 2, 3})
+    num[:5] = num[:5] * 3 + 1
+    ties = 1 if method == "ranking" else schedule(p, k).padded
+
+    async def body(s, q, d):  # type: ignore[no-untyped-def]
+        return await s.open(await _topk(s, whole(q, d, 4000, 1000, ties), k, method))
+
+    t = opened(run_protocol(scheme, {"q": num, "d": den}, body))
+    assert _selected(t) == _expected_fraction_order(list(num), list(den), k)
+
+
+def test_the_network_schedule_selects_the_best_in_order() -> None:
+    """The public schedule alone, applied in plaintext to keys with many ties, for block sizes
+    from 1 (the tournament) to p (a full sort) and odd numbers of blocks."""
+    rng = np.random.default_rng(3)
+    for p, k in [(40, 17), (50, 5), (9, 8), (8, 8), (16, 4), (2, 1), (1000, 50), (33, 1)]:
+        keys = rng.integers(0, 5, p)
+        plan = schedule(p, k)
+        order: list[int | None] = list(range(p)) + [None] * (plan.padded - p)
+
+        def better(a: int | None, b: int | None, keys: np.ndarray = keys) -> bool:
+            return b is None or (a is not None and (keys[a], -a) > (keys[b], -b))
+
+        for first, second in plan.stages:
+            assert len(set(first) | set(second)) == 2 * first.size  # disjoint pairs
+            for f, g in zip(first, second, strict=True):
+                if better(order[g], order[f]):
+                    order[f], order[g] = order[g], order[f]
+        assert order[:k] == sorted(range(p), key=lambda j: (-keys[j], j))[:k]
+
+
+def _deciding_level(num: np.ndarray, den: np.ndarray, plan: LimbPlan) -> int:
+    """In plaintext, the level of ``fraction.cascade`` that decides num[:, 0]/den[:, 0]
+    against num[:, 1]/den[:, 1] (limbs as rows)."""
+    q, d = num.astype(object), den.astype(object)
+    x = [sum(q[u, 0] * d[n - u, 1] - q[u, 1] * d[n - u, 0] for u in range(plan.num_limbs)
+             if 0 <= n - u < plan.den_limbs) for n in range(plan.levels)]
+    z = x[-1]
+    for n in range(plan.levels - 1, 0, -1):
+        if abs(z) >= plan.threshold:
+            return n
+        z = z * 2**plan.limb_bits + x[n - 1]
+    return 0
+
+
+def _limbs(values: list[int], count: int, width: int) -> np.ndarray:
+    return np.array([[(v >> (width * u)) & ((1 << width) - 1) for v in values]
+                     for u in range(count)], dtype=np.uint64)
+
+
+@pytest.mark.parametrize("method", ["ranking", "network"])
+def test_fractions_beyond_64_bit_products(scheme: str, method: str) -> None:
+    """70-bit numerators over 46-bit denominators (m = 10^7 rows of MS-GINI: cross products of
+    116 bits) as 18-bit limbs: every level of the cascade decides some pair, including pairs
+    equal on every level but the lowest, exact ties and a top level that is small but of the
+    wrong sign."""
+    rng = np.random.default_rng(70)
+    width, lq, ld, p, k = 18, 4, 3, 24, 12
+    num = [int(v) for v in rng.integers(0, 2**62, p)]
+    num = [(v << 8) | int(rng.integers(0, 256)) for v in num]  # 70 bits
+    den = [int(v) for v in rng.integers(2**40, 2**46, p)]
+    num[1], den[1] = num[0] + 1, den[0]  # differs in the lowest limb only
+    num[3], den[3] = num[2] * 2, den[2] * 2  # an exact tie, won by the lower index
+    num[5], den[5] = num[4] * 3 + 1, den[4] * 3  # a hair above
+    num[7], den[7] = 2**70 - 1, 2**46 - 1  # range limits
+    num[8], den[8] = 0, 1
+    num[10], den[10] = num[9] + 2**35, den[9]  # decided by a middle level
+    ties = 1 if method == "ranking" else schedule(p, k).padded
+    plan = LimbPlan(lq, ld, width, 1 << width, 1 << width, ties)
+    assert plan.fits() and plan.levels == 6
+    deciding = {_deciding_level(_limbs([num[i], num[j]], lq, width),
+                                _limbs([den[i], den[j]], ld, width), plan)
+                for i in range(p) for j in range(i + 1, p)}
+    assert deciding == set(range(plan.levels))
+
+    async def body(s, q, d):  # type: ignore[no-untyped-def]
+        return await s.open(await _topk(s, Fractions(q, d, plan), k, method))
+
+    t = opened(run_protocol(scheme, {"q": _limbs(num, lq, width), "d": _limbs(den, ld, width)},
+                            body))
+    assert _selected(t) == _expected_fraction_order(num, den, k)
+
+
+def test_digits_split_exactly(scheme: str) -> None:
+    values = np.array([0, 1, 2**47 - 1, 123456789012, 2**46], dtype=np.uint64)
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await digits(s, x, 47, 10))
+
+    got = opened(run_protocol(scheme, {"x": values}, body))
+    np.testing.assert_array_equal(got, _limbs([int(v) for v in values], 5, 10))
+
+
+def test_limb_plans_refuse_what_the_ring_cannot_hold() -> None:
+    assert LimbPlan(1, 1, 64, 2**40, 2**23).fits()
+    assert not LimbPlan(1, 1, 64, 2**40, 2**24 + 1).fits()
+    assert LimbPlan(4, 3, 30, 2**30, 2**30).fits()
+    assert not LimbPlan(4, 3, 31, 2**31, 2**31).fits()
+    with pytest.raises(InputError, match="beyond 2\\^63"):
+        whole(None, None, 2**40, 2**25)  # type: ignore[arg-type]
 
 
 def test_topk_rounds_do_not_grow_with_p_or_k(scheme: str) -> None:
@@ -115,50 +218,3 @@ def test_topk_rounds_do_not_grow_with_p_or_k(scheme: str) -> None:
 
         rounds.add(run_protocol(scheme, {"g": scores}, body)[0])
     assert len(rounds) == 1
-
-
-@pytest.mark.parametrize("bits", [(50, 33), (53, 35)])
-def test_topk_fraction_beyond_64_bit_products(scheme: str, bits: tuple[int, int]) -> None:
-    """Exercises both branches of the split test: |X| >= 2^d_bits (X decides) and small |X|,
-    where X = 0 or X has the opposite sign of the true difference and Y decides."""
-    from fractions import Fraction
-
-    from mpcnet.ops.topk import wide_split
-    rng = np.random.default_rng(bits[0])
-    q_bits, d_bits = bits
-    t = wide_split(q_bits, d_bits)
-    assert t is not None
-    n = 30
-    den = rng.integers(2**(d_bits - 2), 2**d_bits, n, dtype=np.int64)
-    num = rng.integers(2**(q_bits - 2), 2**q_bits, n, dtype=np.int64)
-    # equal high parts (X = 0): the order is decided by the low parts alone
-    num[1], den[1] = (num[0] >> t << t) + 5, den[0]
-    num[0] = (num[0] >> t << t) + 3
-    # X = 5 > 0 but the true difference is negative: Y must overrule X
-    num[3], den[3] = 5 << t, 2**(d_bits - 1)
-    num[4], den[4] = (5 << t) + (1 << t) - 1, 2**(d_bits - 1) + 1
-    num[5], den[5] = num[9], den[9]  # an exact tie, won by the lower index
-    num[7], den[7] = num[2] // 2 * 2, den[2] // 2 * 2  # nearly the same ratio
-    num[8], den[8] = 2**q_bits - 1, 2**d_bits - 1  # range limits
-    k = 12
-
-    async def body(s, q, d):  # type: ignore[no-untyped-def]
-        return await s.open(await topk_fraction(s, q, d, k, bits))
-
-    assert int(num.max()) < 2**q_bits and int(den.max()) < 2**d_bits
-    branches = set()
-    for i in range(n):
-        for j in range(i + 1, n):
-            x = int(num[i] >> t) * int(den[j]) - int(num[j] >> t) * int(den[i])
-            diff = int(num[i]) * int(den[j]) - int(num[j]) * int(den[i])
-            if abs(x) < 2**d_bits and diff != 0 and (x == 0 or (x > 0) != (diff > 0)):
-                branches.add("zero" if x == 0 else "overruled")
-    assert branches == {"zero", "overruled"}
-    t_matrix = opened(run_protocol(scheme, {"q": num, "d": den}, body))
-    ratios = [Fraction(int(a), int(b)) for a, b in zip(num, den, strict=True)]
-    expected = sorted(range(n), key=lambda j: (-ratios[j], j))
-    assert _selected(t_matrix) == expected[:k]
-    # ranks of the crafted pairs are checked through a full selection (k = n - 1) too
-    k = n - 1
-    t_matrix = opened(run_protocol(scheme, {"q": num, "d": den}, body))
-    assert _selected(t_matrix) == expected[:k]

@@ -142,7 +142,7 @@ def _cases(f: dict[str, Path], cols: list[str]) -> list[Case]:
         ("1e999 (beyond float64)", *share("hospital-b", "huge", *lab, dataset="n1"),
          ["huge.csv", "row 6 (line 7)", "too large"]),
         ("beyond the fixed-point range", *share("hospital-b", "range", *lab),
-         ["range.csv", "row 8", f"column {cols[5]!r}", "2**40", "first contribution fixed",
+         ["range.csv", "row 8", f"column {cols[5]!r}", "2**38", "first contribution fixed",
           "new --dataset"]),
         ("one class only", *share("hospital-b", "oneclass", *lab, dataset="n1"),
          ["oneclass.csv", "only the class"]),

@@ -18,9 +18,17 @@ import numpy as np
 from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
 from mpcnet.featsel.labels import check_one_hot, one_hot_products
-from mpcnet.featsel.msgini import check_exact_ranking, msgini_fraction
-from mpcnet.ops.topk import fraction_bits, topk_fraction
+from mpcnet.featsel.msgini import check_rows, limb_plan, msgini_fraction
+from mpcnet.ops import planner
+from mpcnet.ops.network import topk_network
+from mpcnet.ops.topk import topk_ranking
 from mpcnet.schemes.base import Scheme, Shared
+
+DEFAULT_MEMORY_BUDGET = 2 << 30
+"""Bytes of working memory a server may use for one job's secure computation (2 GiB)."""
+
+SCORING_BYTES_PER_CELL = {"passive3": 260, "active3": 3000, "active4": 450}
+"""Measured peak bytes per data cell while a block of columns is scored (bench.network)."""
 
 
 @dataclass
@@ -31,6 +39,18 @@ class SelectionResult:
     reduced: Shared  # m x k: D' = D x T, fixed-point integers, exact
     exponents: Shared  # k: the public per-column exponents times T
     indices: Shared  # k: (0, 1, ..., p-1) times T, the selected columns in rank order
+    plan: dict[str, object]  # how it was computed (public: depends on m, p, k only)
+
+
+def block_columns(setting: str, m: int, p: int, memory_budget: int) -> int:
+    """How many columns to score at once within ``memory_budget``; refuses when even one
+    column of m rows does not fit."""
+    per_column = m * SCORING_BYTES_PER_CELL[setting]
+    if per_column > memory_budget:
+        raise InputError(f"scoring one column of {m:,} rows under {setting} needs about "
+                         f"{per_column / 2**20:,.0f} MiB, over the memory budget of "
+                         f"{memory_budget / 2**20:,.0f} MiB ([deployment] memory_budget)")
+    return max(1, min(p, memory_budget // per_column))
 
 
 def label_codes(s: Scheme, labels: Shared) -> Shared:
@@ -42,20 +62,25 @@ def label_codes(s: Scheme, labels: Shared) -> Shared:
 
 
 async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: int,
-                  exponents: np.ndarray) -> SelectionResult:
-    """Select the k features of ``data`` with the best MS-GINI scores (Protocol 3)."""
+                  exponents: np.ndarray, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                  method: str | None = None) -> SelectionResult:
+    """Select the k features of ``data`` with the best MS-GINI scores (Protocol 3), within
+    ``memory_budget`` bytes of working memory; ``method`` forces the top-k method."""
     m, p = data.shape
     if labels.shape != (m, n_classes - 1):
         raise InputError(f"label matrix must be {m} x {n_classes - 1} (one-hot without the last "
                          f"class), got {labels.shape}")
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
-    check_exact_ranking(m)
+    check_rows(m)
+    topk = planner.choose(s.name, p, k, lambda ties: limb_plan(m, ties), memory_budget, method)
+    blocks = block_columns(s.name, m, p, memory_budget)
     with s.engine.phase("scoring"):
         one_hot = await one_hot_products(s, labels)
-    q, d = await msgini_fraction(s, data, labels)
+    fractions = await msgini_fraction(s, data, labels, topk.limbs, blocks)
     with s.engine.phase("selection"):
-        selection = await topk_fraction(s, q, d, k, fraction_bits(m))
+        rank = topk_ranking if topk.method == "ranking" else topk_network
+        selection = await rank(s, fractions, k)
     reduced = await filter_fs(s, data, selection)
     chosen = s.matmul_public(np.asarray(exponents, dtype=np.int64).view(np.uint64).reshape(1, p),
                              selection).reshape(k)
@@ -63,4 +88,5 @@ async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: in
     with s.engine.phase("checks"):
         await s.verify()
         await check_one_hot(s, one_hot, *labels.shape)
-    return SelectionResult(reduced, chosen, indices)
+    figures = dict(topk.figures(), block_columns=blocks, blocks=-(-p // blocks))
+    return SelectionResult(reduced, chosen, indices, figures)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mpcnet.featsel.gini_fs import gini_fs
+from mpcnet.featsel.gini_fs import DEFAULT_MEMORY_BUDGET, gini_fs
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
 from mpcnet.schemes import registry
@@ -26,26 +26,32 @@ class LocalSelection:
     reduced: np.ndarray  # m x k encoded values (int64)
     exponents: np.ndarray  # k scale exponents of the selected columns (int64)
     report: dict[str, Any]  # party 0's engine report: rounds, bytes and time per phase
+    plan: dict[str, Any]  # how the selection was computed (``gini_fs.SelectionResult.plan``)
     seconds: float
 
 
 def select_in_process(security: str, values: np.ndarray, label_matrix: np.ndarray,
                       n_classes: int, k: int, exponents: np.ndarray,
-                      round_timeout: float | None = 60.0) -> LocalSelection:
-    """Run pi_GINI-FS on the encoded m x p ``values`` under ``security``, all parties here."""
+                      round_timeout: float | None = 60.0, method: str | None = None,
+                      memory_budget: int = DEFAULT_MEMORY_BUDGET) -> LocalSelection:
+    """Run pi_GINI-FS on the encoded m x p ``values`` under ``security``, all parties here
+    (``method`` and ``memory_budget`` as for ``gini_fs``)."""
     info = registry.get(security)
     data = info.share(np.ascontiguousarray(values).view(np.uint64))
     labels = info.share(np.asarray(label_matrix, dtype=np.uint64))
 
-    async def party(engine: RoundEngine) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    async def party(engine: RoundEngine) -> tuple[np.ndarray, np.ndarray, dict[str, Any],
+                                                  dict[str, Any]]:
         s = await info.scheme.setup(engine)
         mine_data, mine_labels = await s.input(data[engine.party], labels[engine.party])
-        result = await gini_fs(s, mine_data, mine_labels, n_classes, k, exponents)
-        return await s.output(result.reduced), await s.output(result.exponents), engine.report()
+        result = await gini_fs(s, mine_data, mine_labels, n_classes, k, exponents,
+                               memory_budget, method)
+        return (await s.output(result.reduced), await s.output(result.exponents),
+                engine.report(), result.plan)
 
     start = time.perf_counter()
     outs = run_local_sync(info.n_parties, party, round_timeout)
     seconds = time.perf_counter() - start
     reduced = info.reconstruct({i: out[0] for i, out in enumerate(outs)}).view(np.int64)
     chosen = info.reconstruct({i: out[1] for i, out in enumerate(outs)}).view(np.int64)
-    return LocalSelection(reduced, chosen, outs[0][2], seconds)
+    return LocalSelection(reduced, chosen, outs[0][2], outs[0][3], seconds)

@@ -17,27 +17,98 @@ from __future__ import annotations
 from mpcnet.errors import InputError
 from mpcnet.fixedpoint import MAX_ROWS
 from mpcnet.ops.compare import ltz
-from mpcnet.ops.topk import fraction_bits, wide_split
+from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
 from mpcnet.schemes.base import Scheme, Shared, concat, split
+
+_LIMB_WIDTHS = range(4, 33)
+
+
+def bounds(m: int) -> tuple[int, int]:
+    """Exclusive bounds of Q and D for m rows: with a + b' <= m + 1 (b' = b + [b == 0]),
+    A.A <= a^2 and B.B <= b^2, Q <= a b' (a + b') <= (m+1)^3/4 and D = a b' <= (m+1)^2/4."""
+    return (m + 1) ** 3 // 4 + 1, (m + 1) ** 2 // 4 + 1
+
+
+def limb_plan(m: int, tie_range: int) -> LimbPlan | None:
+    """How to compare the MS-GINI fractions of m rows exactly (``mpcnet.ops.fraction``):
+    whole when the cross products fit, else the fewest levels of base-2^w limbs, with
+    A.A and B.B (< 2^bits(m^2)) and D split into digits and Q_u = b' (A.A)_u + a (B.B)_u
+    < (m + 1)(2^w - 1); None beyond what Z_2^64 can compare."""
+    q_bound, d_bound = bounds(m)
+    direct = LimbPlan(1, 1, 64, q_bound, d_bound, tie_range)
+    if direct.fits():
+        return direct
+    best = None
+    for w in _LIMB_WIDTHS:
+        plan = LimbPlan(-(-(m * m).bit_length() // w), -(-(d_bound - 1).bit_length() // w), w,
+                        (m + 1) * ((1 << w) - 1) + 1, 1 << w, tie_range)
+        if plan.fits() and (best is None or plan.levels < best.levels):
+            best = plan
+    return best
 
 
 def _max_ranked_rows() -> int:
-    """The largest m whose MS-GINI fractions the 64-bit ring can still rank exactly."""
-    low, high = 2, MAX_ROWS
+    """The largest m below MAX_ROWS whose fractions ``limb_plan`` can compare exactly."""
+    low, high = 2, MAX_ROWS - 1
     while low < high:
         mid = (low + high + 1) // 2
-        low, high = (mid, high) if wide_split(*fraction_bits(mid)) is not None else (low, mid - 1)
+        low, high = (mid, high) if limb_plan(mid, 1) is not None else (low, mid - 1)
     return low
 
 
-MAX_RANKED_ROWS = _max_ranked_rows()  # 370,727
+MAX_RANKED_ROWS = _max_ranked_rows()
 
 
-async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shared, Shared]:
-    """Shares of (Q, D) per feature for the m x p ``data`` and m x (n-1) one-hot ``labels``."""
+def check_rows(m: int) -> None:
+    """Refuse a row count the split test or the exact ranking cannot handle, naming the bound."""
+    if not 2 <= m <= MAX_RANKED_ROWS:
+        raise InputError(f"MS-GINI is exact for 2 to {MAX_RANKED_ROWS:,} rows; this dataset "
+                         f"has {m:,}")
+
+
+async def _fractions(s: Scheme, x: Shared, y: Shared, a: Shared, b_nonzero: Shared,
+                     plan: LimbPlan, m: int) -> Fractions:
+    """Q = b' (A.A) + a (B.B) and D = a b' as ``plan`` lays them out (whole or limbs)."""
+    p = a.shape[0]
+    q_and_d = await s.mul(concat([b_nonzero, a, a]), concat([x, y, b_nonzero]))
+    ba, ab, d = split(q_and_d, [(p,), (p,), (p,)])
+    if plan.levels == 1:
+        return whole(s.add(ba, ab), d, plan.num_bound, plan.den_bound, plan.tie_range)
+    lq, ld = plan.num_limbs, plan.den_limbs
+    split_all = await digits(s, concat([x, y, d]), (m * m).bit_length(), plan.limb_bits)
+    x_limbs, y_limbs, d_limbs = (split_all[:, i * p:(i + 1) * p] for i in range(3))
+    weights = concat([b_nonzero.reshape(1, p).broadcast_to((lq, p)),
+                      a.reshape(1, p).broadcast_to((lq, p))])
+    parts = await s.mul(weights, concat([x_limbs, y_limbs]))
+    num = s.add(*split(parts, [(lq, p), (lq, p)]))
+    return Fractions(num, d_limbs[:ld], plan)
+
+
+async def msgini_fraction(s: Scheme, data: Shared, labels: Shared, plan: LimbPlan,
+                          block_columns: int | None = None) -> Fractions:
+    """Shares of the MS-GINI fractions Q/D of every feature of the m x p ``data`` (m x (n-1)
+    one-hot ``labels``), laid out by ``plan``; the columns are scored ``block_columns`` at a
+    time (one block after the other: memory is bounded by a block's sign tests)."""
     m, p = data.shape
-    if not 2 <= m < MAX_ROWS:
-        raise InputError(f"MS-GINI needs between 2 and {MAX_ROWS - 1} rows, got {m}")
+    check_rows(m)
+    width = p if block_columns is None else max(1, min(p, block_columns))
+    parts = [await _block_fractions(s, data[:, start:start + width], labels, plan)
+             for start in range(0, p, width)]
+    if len(parts) == 1:
+        return parts[0]
+    return Fractions(_join([f.num for f in parts]), _join([f.den for f in parts]), plan)
+
+
+def _join(limbs: list[Shared]) -> Shared:
+    """Limb arrays (L, p_i) side by side: (L, sum p_i)."""
+    rows = limbs[0].shape[0]
+    flat = concat([x.T for x in limbs])
+    return flat.reshape(flat.size // rows, rows).T
+
+
+async def _block_fractions(s: Scheme, data: Shared, labels: Shared, plan: LimbPlan
+                           ) -> Fractions:
+    m, p = data.shape
     # Protocol 2, lines 1 and 4: flag_ij = [theta_j < f_ij] = [S_j - m*f_ij < 0].
     with s.engine.phase("scoring"):
         column_sums = s.sum(data, 0).reshape(1, p).broadcast_to((m, p))
@@ -45,6 +116,7 @@ async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shar
         # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c] (one matrix product).
         b = s.sum(flags, 0)
         above = await s.matmul(flags.T, labels)  # p x (n-1)
+        del flags
         label_counts = s.sum(labels, 0).reshape(1, -1).broadcast_to(above.shape)
         # Lines 12-14: the last class and the '<=' side by subtraction.
         a = s.add_public(s.neg(b), m)
@@ -57,13 +129,4 @@ async def msgini_fraction(s: Scheme, data: Shared, labels: Shared) -> tuple[Shar
         sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
         a_dot, b_dot = s.sum(sq_below, 0), s.sum(sq_above, 0)
         b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
-        q_and_d = await s.mul(concat([b_nonzero, a, a]), concat([a_dot, b_dot, b_nonzero]))
-        ba, ab, d = split(q_and_d, [(p,), (p,), (p,)])
-    return s.add(ba, ab), d
-
-
-def check_exact_ranking(m: int) -> None:
-    """The exact ranking splits Q when products exceed 2^63; beyond that it cannot fit."""
-    if wide_split(*fraction_bits(m)) is None:
-        raise InputError(f"exact MS-GINI ranking in the 64-bit ring supports up to "
-                         f"{MAX_RANKED_ROWS:,} rows; this dataset has {m:,}")
+        return await _fractions(s, a_dot, b_dot, a, b_nonzero, plan, m)

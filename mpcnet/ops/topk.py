@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from mpcnet.ops.compare import ltz, msb
-from mpcnet.ops.convert import a2b, bit_to_arith, bits_of
-from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.ops.convert import bit_to_arith
+from mpcnet.ops.fraction import Fractions, cascade, digits_of_products, sign_tests
+from mpcnet.schemes.base import Scheme, Shared
 
 
 def _pairs(p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,64 +53,31 @@ async def selection_matrix(s: Scheme, rank: Shared, k: int) -> Shared:
     return s.sub(at_most, Shared(shifted, s.lead))
 
 
-def fraction_bits(rows: int) -> tuple[int, int]:
-    """Bit lengths of Q <= m^3/4 and D <= m^2/4 for the MS-GINI fraction of ``rows`` rows."""
-    return (rows ** 3 // 4).bit_length(), (rows ** 2 // 4).bit_length()
+def _ranking_products(fr: Fractions, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Flat positions, in the (Lq p) x (Ld p) matrix of all limb products num_u,i den_v,j,
+    of the products (2, Lq, Ld, pairs) that ``fraction.digits_of_products`` expects."""
+    lq, ld, p = fr.plan.num_limbs, fr.plan.den_limbs, fr.count
+    u = np.arange(lq).reshape(lq, 1, 1)
+    v = np.arange(ld).reshape(1, ld, 1)
+
+    def flat(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return (u * p + i) * (ld * p) + v * p + j
+
+    return np.stack([flat(rows, cols), flat(cols, rows)])
 
 
-def wide_split(q_bits: int, d_bits: int) -> int | None:
-    """The split point t of ``_losses_split`` for these bounds, or None if the 64-bit ring
-    cannot rank them exactly (q_bits + 2*d_bits must be at most 125)."""
-    t = max(q_bits + d_bits - 63, 0)
-    return t if t + d_bits + 1 <= 63 else None
-
-
-async def _losses_split(s: Scheme, num: Shared, den: Shared, q_bits: int, d_bits: int) -> Shared:
-    """[num_i*den_j - num_j*den_i < 0] for i < j when the products overflow 64 bits.
-
-    num = Nh*2^t + Nl (exact bit split); then the difference is X*2^t + Y with
-    X = Nh_i*den_j - Nh_j*den_i and Y = Nl_i*den_j - Nl_j*den_i, both exact in the ring, and
-    |Y| < 2^(t+d_bits). If |X| >= 2^d_bits the sign is X's; otherwise X*2^t + Y is small
-    enough (< 2^(t+d_bits+1) <= 2^63) to be formed and tested exactly.
-    """
-    p = num.shape[0]
-    t = wide_split(q_bits, d_bits)
-    if t is None:
-        raise ValueError(f"fractions of {q_bits} and {d_bits} bits cannot be ranked exactly "
-                         "in the 64-bit ring")
-    words = await a2b(s, num)
-    low = s.and_public(words, np.uint64((1 << t) - 1))
-    high = s.shift(words, -t)
-    halves = await bits_of(s, concat([high, low]), range(max(q_bits - t, t)))
-    weights = (np.uint64(1) << np.arange(halves.shape[0], dtype=np.uint64)).reshape(-1, 1)
-    num_split = s.sum(s.mul_public(halves, weights), 0).reshape(2 * p, 1)  # [Nh; Nl]
-    cross = await s.matmul(num_split, den.reshape(1, p))  # N*_i * den_j
+async def topk_ranking(s: Scheme, fr: Fractions, k: int) -> Shared:
+    """T for the k largest fractions num/den, compared exactly (``mpcnet.ops.fraction``):
+    every pair i < j in one batch, i beats j iff num_i den_j - num_j den_i >= 0. All limb
+    products come from one matrix product of the stacked limbs (~ (Lq p) x (Ld p) elements)."""
+    plan, p = fr.plan, fr.count
+    lq, ld = plan.num_limbs, plan.den_limbs
+    cross = await s.matmul(fr.num.reshape(lq * p, 1), fr.den.reshape(1, ld * p))
     rows, cols = _pairs(p)
-    x = s.sub(cross[rows, cols], cross[cols, rows])
-    y = s.sub(cross[p + rows, cols], cross[p + cols, rows])
-    z = s.add(s.mul_public(x, 1 << t), y)
-    bound = -(1 << d_bits)
-    tests = await msb(s, concat([x, z, s.add_public(x, bound), s.add_public(s.neg(x), bound)]))
-    x_neg, z_neg, below, above = split(tests, [x.shape] * 4)
-    small = await s.and_(below, above)  # -2^d_bits < X < 2^d_bits
-    use_z = await s.and_(small, s.xor(x_neg, z_neg))
-    return await bit_to_arith(s, s.xor(x_neg, use_z))
-
-
-async def topk_fraction(s: Scheme, num: Shared, den: Shared, k: int,
-                        bits: tuple[int, int] = (31, 31)) -> Shared:
-    """T for the k largest num/den (den > 0), compared exactly by cross-multiplication:
-    num_i/den_i >= num_j/den_j iff num_i*den_j - num_j*den_i >= 0. ``bits`` bounds the
-    bit lengths of num and den; products up to 2^63 are tested directly, larger ones through
-    an exact split of num (``_losses_split``)."""
-    p = num.shape[0]
-    q_bits, d_bits = bits
-    if q_bits + d_bits <= 63:
-        cross = await s.matmul(num.reshape(p, 1), den.reshape(1, p))  # num_i * den_j
-        rows, cols = _pairs(p)
-        losses = await ltz(s, s.sub(cross[rows, cols], cross[cols, rows]))
-    else:
-        losses = await _losses_split(s, num, den, q_bits, d_bits)
+    products = cross.reshape(lq * p * ld * p)[_ranking_products(fr, rows, cols)]
+    x = digits_of_products(s, products, plan)
+    losses = await bit_to_arith(s, await cascade(s, await msb(s, sign_tests(s, x, plan)),
+                                                 plan, rows.size))
     return await selection_matrix(s, ranks_from_losses(s, losses, p), k)
 
 
