@@ -99,10 +99,10 @@ class ServerSession:
             self.conn.send(*wire.encode(wire.Request(op, args)))
             return await self._reply(timeout)
 
-    async def send_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        for name, arr in arrays.items():
-            self.conn.send(wire.encode(wire.NamedArray(name))[0], arr)
-            await self.conn.drain()
+    async def send_block(self, name: str, block: np.ndarray, start: int = 0) -> None:
+        """Send a named array, or the block of its rows from row ``start`` on."""
+        self.conn.send(wire.encode(wire.NamedArray(name, start))[0], block)
+        await self.conn.drain()
 
     async def recv_array(self) -> tuple[str, np.ndarray]:
         message, arr = await self._receive()

@@ -14,7 +14,7 @@ import numpy as np
 
 from mpcnet.dataset import EncodingOptions, Table, class_codes, read_csv
 from mpcnet.errors import InputError, RangeError
-from mpcnet.fixedpoint import auto_exponents, encode
+from mpcnet.fixedpoint import VALUE_BITS, auto_exponents, encode
 from parties import catalog
 from parties.declared import Declared
 
@@ -117,7 +117,7 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
         label=label if table.labels is not None else None, classes=classes,
         security=security, release=list(release),
         declared=declared.to_dict(public=True) if declared is not None and view is None
-        else None)
+        else None, value_bits=VALUE_BITS)
     catalog.check_against(view, meta, owner)
     if fixed or declared is not None:  # scales someone else chose
         _check_precision(table, exps, path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ from mpcnet.config import check_name
 from mpcnet.errors import InputError, MPCError
 from mpcnet.schemes.registry import sharing_of
 from parties import catalog
+
+SHARE_BLOCK_BYTES = 16 << 20
+"""Plaintext bytes per block of rows shared and sent at once (each server's part is a few
+times this: bounded memory and frames whatever the file's size)."""
 
 
 @dataclass
@@ -85,13 +90,13 @@ class Sharing(Connections):
         given = table
         for attempt in (1, 2):
             view = await self._view(sessions, dataset)
-            done, arrays_by_party = await self._encode(
-                path, dataset, view, info=info, table=given, label=label, layout=layout,
+            done = await self._encode(
+                path, dataset, view, table=given, label=label, layout=layout,
                 sharing=sharing, security=info.name, drop=drop, options=options,
                 declared=declared, release=tuple(release))
             meta = done.meta
             try:
-                await self._upload_all(sessions, meta, arrays_by_party)
+                nbytes = await self._upload_all(sessions, meta, self._blocks(done, info))
             except InputError:
                 # Two owners who start the same dataset at once both encode with their own
                 # schema; the coordinator commits one first and refuses the other. Encode
@@ -101,7 +106,6 @@ class Sharing(Connections):
                 raise
             break
         fixed = view is not None and view["layout"] == "rows"
-        nbytes = sum(a.nbytes for a in arrays_by_party[0].values())
         total = (view["rows"] + meta["rows"]) if fixed and view else meta["rows"]
         return ShareSummary(dataset, meta["rows"], len(meta["columns"]), meta["label"],
                             total if layout == "rows" else meta["rows"],
@@ -146,39 +150,58 @@ class Sharing(Connections):
         return views[0]  # type: ignore[no-any-return]
 
     async def _encode(self, path: str | Path, dataset: str, view: dict[str, Any] | None, *,
-                      info: Any, table: Any, **how: Any
-                      ) -> tuple[Encoded, list[dict[str, np.ndarray]]]:
-        """Read, check and encode the file (``client.encoding``), then share it: the
-        contribution and each server's share arrays."""
+                      table: Any, **how: Any) -> Encoded:
+        """Read, check and encode the file (``client.encoding``), off the event loop."""
+        return await asyncio.to_thread(encode_contribution, path, view, dataset=dataset,
+                                       owner=self.identity, table=table, **how)
+
+    @staticmethod
+    def _blocks(done: Encoded, info: Any) -> Iterator[tuple[str, int, list[np.ndarray]]]:
+        """(array name, first row, each server's shares) of the contribution, a block of
+        rows at a time: no more than one block's shares exist at once."""
         from mpcnet.dataset import indicators
         from mpcnet.ring import to_ring
 
-        done = await asyncio.to_thread(encode_contribution, path, view, dataset=dataset,
-                                       owner=self.identity, table=table, **how)
-        arrays_by_party: list[dict[str, np.ndarray]] = [
-            {"data": d} for d in info.share(to_ring(done.values))]
+        values = done.values
+        rows = max(1, SHARE_BLOCK_BYTES // (8 * max(1, values.shape[1])))
+        for start in range(0, values.shape[0], rows):
+            yield "data", start, info.share(to_ring(values[start:start + rows]))
         classes = done.meta["classes"]
         if done.codes is not None and classes is not None:
-            for party, lab in enumerate(info.share(indicators(done.codes, len(classes)))):
-                arrays_by_party[party]["labels"] = lab
-        return done, arrays_by_party
+            for start in range(0, values.shape[0], rows):
+                codes = done.codes[start:start + rows]
+                yield "labels", start, info.share(indicators(codes, len(classes)))
 
     async def _upload_all(self, sessions: list[ServerSession], meta: dict[str, Any],
-                          arrays_by_party: list[dict[str, np.ndarray]]) -> None:
-        async def stage(party: int, s: ServerSession) -> None:
-            self_check = await s.request("upload", meta=meta)
-            wanted = set(self_check.get("send", []))
-            if wanted != set(arrays_by_party[party]):
-                raise InputError(f"{s.name} expects the arrays {sorted(wanted)}")
-            await s.send_arrays(arrays_by_party[party])
-            await s._reply()
+                          blocks: Iterator[tuple[str, int, list[np.ndarray]]]) -> int:
+        """Stage the contribution on every server (each gets its shares block by block), then
+        commit it, first on the coordinator; undo everything if any of it fails. Returns the
+        bytes of shares each server received."""
+        sent = 0
+        async def describe(s: ServerSession) -> set[str]:
+            return set((await s.request("upload", meta=meta)).get("send", []))
 
-        got = await asyncio.gather(*(stage(p, s) for p, s in enumerate(sessions)),
-                                   return_exceptions=True)
-        errors = [g for g in got if isinstance(g, BaseException)]
-        if errors:
+        async def stream() -> None:
+            expected = {"data"} | ({"labels"} if meta.get("label") is not None else set())
+            for s, wanted in zip(sessions, await asyncio.gather(*map(describe, sessions)),
+                                 strict=True):
+                if wanted != expected:
+                    raise InputError(f"{s.name} expects the arrays {sorted(wanted)}")
+            nonlocal sent
+            for name, start, shares in blocks:
+                sent += shares[0].nbytes
+                for party, s in enumerate(sessions):
+                    await s.send_block(name, shares[party], start)
+            got = await asyncio.gather(*(s._reply() for s in sessions), return_exceptions=True)
+            errors = [g for g in got if isinstance(g, BaseException)]
+            if errors:
+                raise errors[0]
+
+        try:
+            await stream()
+        except BaseException:
             await self._quietly(sessions, "abort", id=meta["id"])
-            raise errors[0]
+            raise
         committed: list[ServerSession] = []
         try:
             first = await sessions[0].request("commit", id=meta["id"])
@@ -196,6 +219,7 @@ class Sharing(Connections):
             await self._quietly([s for s in sessions if s not in committed], "abort",
                                 id=meta["id"])
             raise
+        return sent
 
     @staticmethod
     async def _quietly(sessions: list[ServerSession], op: str, **args: Any) -> None:

@@ -270,7 +270,7 @@ def parse_size(value: Any, where: str) -> int:
     unit = text[len(digits):]
     try:
         size = int(float(digits) * _UNITS[unit])
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, OverflowError):
         raise ConfigError(f"{where} memory_budget must be a size such as \"2 GiB\" or "
                           f"\"1500 MB\", got {value!r}") from None
     if size < 64 << 20:

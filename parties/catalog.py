@@ -31,11 +31,14 @@ from typing import Any
 
 from mpcnet.config import NAME_RE
 from mpcnet.errors import ConfigError, InputError
-from mpcnet.fixedpoint import EXPONENT_RANGE
+from mpcnet.fixedpoint import EXPONENT_RANGE, VALUE_BITS
 from mpcnet.schemes import registry
 from parties.declared import Declared
 
 LAYOUTS = ("rows", "columns")
+OLD_VALUE_BITS = 40
+"""The bound on encoded values of contributions that do not record theirs (clients before
+``value_bits``); they were refused only from 2^40 on."""
 RELEASES = ("values", "label", "names")
 """What an analyst may receive of a result besides its shares: the values of D' (the client
 reconstructs them), the label column, the selected columns' names. Owners choose per
@@ -50,13 +53,15 @@ def contribution_meta(*, dataset: str, upload_id: str, layout: str, sharing: str
                       categories: dict[str, list[str]], label: str | None,
                       classes: list[str] | None, security: str | None = None,
                       declared: dict[str, Any] | None = None,
-                      release: list[str] | None = None) -> Meta:
+                      release: list[str] | None = None, value_bits: int = VALUE_BITS) -> Meta:
     """The description of one upload, identical for every server. ``security`` is the
     setting the owner shared for: if it is an active one, no job on the dataset may run
     under a passive one (``ready_for_selection``). ``declared`` is the dataset's declared
     schema (``parties.declared``), carried by the first contribution. ``release`` is what
-    the owner lets analysts receive (``RELEASES``; default: the values)."""
+    the owner lets analysts receive (``RELEASES``; default: the values). ``value_bits``
+    bounds its encoded values (|x| < 2^value_bits), which bounds the rows a job may have."""
     return {"dataset": dataset, "id": upload_id, "layout": layout, "sharing": sharing,
+            "value_bits": int(value_bits),
             "security": security or sharing, "declared": declared,
             "release": ["values"] if release is None else sorted(set(release)),
             "rows": int(rows), "columns": list(columns), "exponents": [int(e) for e in exponents],
@@ -114,6 +119,9 @@ def check_meta(meta: Meta) -> None:
     if shared_for.sharing != meta.get("sharing"):
         raise _fail(ds, f"{security} stores its inputs in the {shared_for.sharing} sharing, "
                         f"not {meta.get('sharing')}")
+    bits = meta.get("value_bits", OLD_VALUE_BITS)
+    if not _integer(bits) or not 1 <= bits <= OLD_VALUE_BITS:
+        raise _fail(ds, f"value_bits must be an integer in 1..{OLD_VALUE_BITS}")
     upload_id = meta.get("id")
     if not isinstance(upload_id, str) or not NAME_RE.fullmatch(upload_id):
         raise _fail(ds, f"upload id {upload_id!r} is not allowed: an upload needs an id of "
@@ -133,7 +141,7 @@ def entry(meta: Meta, owner: str) -> dict[str, Any]:
             "classes": meta.get("classes"), "layout": meta["layout"],
             "sharing": meta.get("sharing"), "security": meta.get("security", meta["sharing"]),
             "declared": meta.get("declared"), "release": meta.get("release", ["values"]),
-            "files": {}}
+            "value_bits": meta.get("value_bits", OLD_VALUE_BITS), "files": {}}
 
 
 def assemble(name: str, layout: str, sharing: str, entries: list[dict[str, Any]],
@@ -282,7 +290,8 @@ def digest(manifest: Manifest) -> str:
     public = {"layout": manifest["layout"], "sharing": manifest["sharing"],
               "schema": manifest["schema"], "rows": manifest["rows"],
               "contributions": [{k: c.get(k) for k in ("id", "owner", "seq", "rows", "columns",
-                                                       "label", "security", "release")}
+                                                       "label", "security", "release",
+                                                       "value_bits")}
                                 for c in manifest["contributions"]]}
     return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()
 
@@ -318,6 +327,15 @@ def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
                         f"{required}")
     if manifest["schema"]["label"] is None:
         raise _fail(ds, "no contribution carries the label yet; share the label column first")
+    m = int(manifest["rows"])
+    bits = max(int(c.get("value_bits", OLD_VALUE_BITS)) for c in manifest["contributions"])
+    if 2 * m * 2**bits >= 2**63:  # the mean-split test (mpcnet.fixedpoint)
+        older = sorted({c["owner"] for c in manifest["contributions"]
+                        if int(c.get("value_bits", OLD_VALUE_BITS)) == bits})
+        raise _fail(ds, f"its {m:,} rows and values encoded below 2^{bits} (shared by "
+                        f"{', '.join(older)}) overflow the exact mean-split test, which needs "
+                        f"2 m 2^{bits} < 2^63; share those files again with this client "
+                        f"(below 2^{VALUE_BITS}) to a new dataset")
     p = len(manifest["schema"]["columns"])
     if not 0 < k < p:
         raise _fail(ds, f"k must be between 1 and {p - 1} (it has {p} features), got {k}")

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from mpcnet.config import Deployment
-from mpcnet.errors import CheatingDetected, InputError, MPCError
+from mpcnet.errors import CheatingDetected, InputError, MPCError, PeerError
+from mpcnet.featsel.source import ShareSource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel
@@ -35,15 +36,28 @@ from parties.jobs import Job
 from parties.storage import Storage
 
 log = logging.getLogger("mpcnet.party")
-Shares = tuple[np.ndarray, np.ndarray | None]
+Shares = tuple[ShareSource, np.ndarray | None]
 
 
 def _setting(security: str) -> type[Scheme]:
     return registry.get(security).scheme
 
 
-def _as_loaded(data: np.ndarray, labels: np.ndarray | None) -> Shares:
+def _as_loaded(data: ShareSource, labels: np.ndarray | None) -> Shares:
     return data, labels
+
+
+async def agreed_budget(engine: RoundEngine, mine: int) -> int:
+    """The smallest ``memory_budget`` of the job's servers (one round): every server must lay
+    the job out alike (column and row blocks, the top-k method), and each server's deployment
+    file may set its own. A server that claims a tiny one can only make the job refuse, which
+    it could do anyway."""
+    budgets = [mine]
+    for peer, got in (await engine.broadcast(np.array([mine], dtype=np.uint64))).items():
+        if got.dtype != np.uint64 or got.shape != (1,):
+            raise PeerError(f"party {peer} sent a malformed memory budget")
+        budgets.append(int(got[0]))
+    return min(budgets)
 
 
 @dataclass(frozen=True)
@@ -52,7 +66,7 @@ class Runtime:
 
     channel: Callable[[int, int, str, dict[int, FrameProtocol]], TLSChannel] = TLSChannel
     scheme: Callable[[str], type[Scheme]] = _setting
-    inputs: Callable[[np.ndarray, np.ndarray | None], Shares] = _as_loaded
+    inputs: Callable[[ShareSource, np.ndarray | None], Shares] = _as_loaded
 
 
 @dataclass
@@ -75,7 +89,7 @@ class JobRunner:
     async def run(self, job: Job, conns: dict[int, FrameProtocol]
                   ) -> tuple[str | None, dict[str, Any] | None]:
         """(why it failed or None, the job's figures), once the job has ended here."""
-        from mpcnet.featsel.gini_fs import gini_fs, label_codes
+        from mpcnet.featsel.gini_fs import label_codes, select_stored
 
         party, t = self.dep.party(self.name), self.dep.timeouts
         channel = self.runtime.channel(party, job.n_parties, job.id, conns)
@@ -86,8 +100,8 @@ class JobRunner:
         start = time.perf_counter()
         try:
             # reading and checking (SHA-256) the shares may take long: not on the event loop
-            manifest, data, labels = await asyncio.to_thread(self.storage.load_dataset,
-                                                             job.dataset)
+            manifest, stored, labels = await asyncio.to_thread(self.storage.load_dataset,
+                                                               job.dataset)
             # a contribution committed after the job was checked must not be computed on: the
             # job runs on exactly the dataset every server checked (its digest), with the
             # security its owners asked for
@@ -95,24 +109,23 @@ class JobRunner:
                 raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
                                  "(a contribution was committed meanwhile); run it again")
             catalog.ready_for_selection(manifest, job.k, job.security)
-            data, labels = self.runtime.inputs(data, labels)
+            data, labels = self.runtime.inputs(stored, labels)
             if labels is None:
                 raise InputError(f"dataset {job.dataset!r} has no label")
             schema = manifest["schema"]
             with engine.phase("setup"):
                 scheme = await self.runtime.scheme(job.security).setup(engine)
-            data_shares, label_shares = await scheme.input(data, labels)
+                budget = await agreed_budget(engine, self.dep.memory_budget)
+            res = await select_stored(scheme, data, labels, len(schema["classes"]), job.k,
+                                      np.asarray(schema["exponents"], dtype=np.int64),
+                                      budget)
             del data, labels
-            res = await gini_fs(scheme, data_shares, label_shares, len(schema["classes"]),
-                                job.k, np.asarray(schema["exponents"], dtype=np.int64),
-                                self.dep.memory_budget)
             release = catalog.release_of(manifest)
             outputs = {"reduced": res.reduced, "exponents": res.exponents}
             if "label" in release:
-                outputs["labels"] = label_codes(scheme, label_shares)
+                outputs["labels"] = label_codes(scheme, res.labels)
             if "names" in release:
                 outputs["indices"] = res.indices
-            del data_shares, label_shares
             staged, files = self.storage.stage_result(
                 {name: await scheme.output(x) for name, x in outputs.items()})
             with engine.phase("commit"):

@@ -137,8 +137,9 @@ class ClientSession:
             while up.state == "receiving":
                 header, arr = await self.conn.recv(timeout=self.s.dep.timeouts.request)
                 message = wire.decode(header, arr, self.conn.label)
-                part = message.name if isinstance(message, wire.NamedArray) else None
-                await asyncio.to_thread(up.receive, part, arr)
+                part, start = ((message.name, message.start)
+                               if isinstance(message, wire.NamedArray) else (None, 0))
+                await asyncio.to_thread(up.receive, part, arr, start)
         except BaseException as exc:
             up.abort()
             if isinstance(exc, PeerError) and not self.conn.closed:

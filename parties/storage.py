@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import io
 import json
 import logging
 import os
@@ -40,6 +39,7 @@ import numpy as np
 
 from mpcnet.config import NAME_RE
 from mpcnet.errors import StorageError
+from parties.sharefiles import ShareFile, StoredShares, sha256_of
 
 log = logging.getLogger("mpcnet.storage")
 
@@ -223,24 +223,29 @@ class Storage:
         except (OSError, ValueError) as exc:
             raise StorageError(f"{path} cannot be read ({exc}); restore it from a backup") from None
 
-    def load_array(self, folder: Path, entry: dict[str, Any]) -> np.ndarray:
-        """A stored share, after checking its SHA-256 against the manifest."""
+    def checked_file(self, folder: Path, entry: dict[str, Any]) -> ShareFile:
+        """A stored share file, after checking its SHA-256 against the manifest (streamed)."""
         path = inside(folder, entry["file"], "share file")
         try:
-            raw = path.read_bytes()
+            digest = sha256_of(path)
         except OSError as exc:
             raise StorageError(f"{path} is missing ({exc}); restore it from a backup") from None
-        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+        if digest != entry["sha256"]:
             raise StorageError(f"{path} is damaged (SHA-256 differs from its manifest); "
                                "restore it from a backup")
-        return np.load(io.BytesIO(raw), allow_pickle=False)  # type: ignore[no-any-return]
+        return ShareFile.open(path)
+
+    def load_array(self, folder: Path, entry: dict[str, Any]) -> np.ndarray:
+        """A (small) stored share array, checked, in memory."""
+        f = self.checked_file(folder, entry)
+        return f.read_rows(0, f.rows)
 
     def verify_all(self) -> int:
         """Check every stored file against its checksum; returns how many were checked."""
         n = 0
         for folder in self._stored_folders():
             for entry in self._files(self._read(folder / "manifest.json")):
-                self.load_array(folder, entry)
+                self.checked_file(folder, entry)
                 n += 1
         return n
 
@@ -301,9 +306,11 @@ class Storage:
                 inside(folder, entry["file"], "share file").unlink()
         return True
 
-    def load_dataset(self, name: str) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
-        """Manifest and this server's shares of the whole data and label matrices (contributions
-        joined by rows or by columns), every file checked."""
+    def load_dataset(self, name: str
+                     ) -> tuple[dict[str, Any], StoredShares, np.ndarray | None]:
+        """Manifest, this server's shares of the data matrix (contributions joined by rows or
+        by columns, read a block at a time) and of the whole label matrix, every file
+        checked."""
         manifest = self.dataset(name)
         if manifest is None:
             raise StorageError(f"dataset {name!r} is not stored here")
@@ -311,12 +318,11 @@ class Storage:
         n_classes = len(manifest["schema"]["classes"] or [])
         datas, labels = [], []
         for c in manifest["contributions"]:
-            datas.append(self.load_array(folder, c["files"]["data"]))
+            datas.append(self.checked_file(folder, c["files"]["data"]))
             if "labels" in c["files"]:
                 labels.append(_label_matrix(self.load_array(folder, c["files"]["labels"]),
                                             len(c["classes"]), n_classes, name))
-        axis = -2 if manifest["layout"] == "rows" else -1
-        data = np.concatenate(datas, axis=axis) if len(datas) > 1 else datas[0]
+        data = StoredShares(datas, manifest["layout"] == "rows")
         label = None
         if labels:
             label = np.concatenate(labels, axis=-2) if len(labels) > 1 else labels[0]

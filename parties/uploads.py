@@ -23,7 +23,8 @@ from mpcnet.errors import ConfigError, InputError
 from mpcnet.schemes.registry import for_sharing
 from parties import catalog
 from parties.access import check_contributor
-from parties.storage import Storage, write_array
+from parties.sharefiles import ShareFileWriter
+from parties.storage import FILE_MODE, Storage
 
 
 class Upload:
@@ -35,6 +36,7 @@ class Upload:
         self.expect = expect  # part name -> the shape of this server's share array
         self.entry = entry  # the contribution as the manifest will list it
         self.folder: Path = storage.stage("upload")
+        self.writers: dict[str, ShareFileWriter] = {}
         self.files: dict[str, dict[str, Any]] = {}
         self.state = "receiving"
 
@@ -75,16 +77,28 @@ class Upload:
             expect["labels"] = lead + (meta["rows"], len(meta["classes"]))
         return cls(storage, meta, owner, expect, entry)
 
-    def receive(self, part: Any, arr: np.ndarray | None) -> None:
-        """One share array: it must be one still expected, uint64, of the expected shape.
-        The server names the file (never after anything the client sent)."""
+    def receive(self, part: Any, arr: np.ndarray | None, start: int = 0) -> None:
+        """One share array, or a block of its rows from row ``start`` on: uint64, of the
+        expected shape, each row once. The server names the file (never after anything the
+        client sent); it is written in place, block by block, and checksummed once whole."""
         if self.state != "receiving" or part not in self.expect or part in self.files \
                 or arr is None:
             raise InputError(f"upload: expected the arrays {sorted(self.expect)}")
-        if arr.dtype != np.uint64 or arr.shape != self.expect[part]:
-            raise InputError(f"upload: {part} must be uint64 of shape {self.expect[part]}, "
-                             f"got {arr.dtype} {arr.shape}")
-        self.files[part] = write_array(self.folder / f"{uuid.uuid4().hex}.{part}.npy", arr)
+        shape = self.expect[part]
+        if arr.dtype != np.uint64 or arr.ndim != len(shape) or arr.shape[:-2] != shape[:-2] \
+                or arr.shape[-1] != shape[-1]:
+            raise InputError(f"upload: {part} must be uint64 of shape {shape} (or blocks of "
+                             f"its rows), got {arr.dtype} {arr.shape}")
+        if part not in self.writers:
+            self.writers[part] = ShareFileWriter(self.folder / f"{uuid.uuid4().hex}.{part}.npy",
+                                                 shape, FILE_MODE)
+        writer = self.writers[part]
+        try:
+            writer.write_rows(start, arr)
+        except ValueError as exc:
+            raise InputError(f"upload: {part}: {exc}") from None
+        if writer.complete:
+            self.files[part] = writer.entry()
         if len(self.files) == len(self.expect):
             self.state = "staged"
 

@@ -67,6 +67,7 @@ if str(ROOT) not in sys.path:
 
 from mpcnet.config import Deployment  # noqa: E402
 from mpcnet.errors import MPCError  # noqa: E402
+from mpcnet.featsel.source import ArraySource, ShareSource  # noqa: E402
 from mpcnet.jobrequest import JobRequest, SignedRequest  # noqa: E402
 from mpcnet.net import wire  # noqa: E402
 from mpcnet.net.engine import RoundEngine  # noqa: E402
@@ -285,12 +286,13 @@ def _cheating_scheme(security: str) -> type[Scheme]:
     return Cheating
 
 
-def _perturbed(data: np.ndarray, labels: np.ndarray | None) -> Shares:
+def _perturbed(data: ShareSource, labels: np.ndarray | None) -> Shares:
     """The server's own input shares, as the job's fault wants them."""
     job = CURRENT.get()
     if job is None:
         return data, labels
-    return (job.perturb_input("data-share", data),
+    whole = data.columns(0, data.shape[-1])
+    return (ArraySource(job.perturb_input("data-share", whole)),
             None if labels is None else job.perturb_input("label-share", labels))
 
 

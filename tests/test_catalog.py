@@ -107,3 +107,20 @@ def test_one_owner_asking_for_active_security_rules_out_passive_jobs() -> None:
                        ("active9", "unknown security setting")]:
         with pytest.raises(InputError, match=words):
             catalog.check_meta(dict(meta("3"), security=bad))
+
+
+def test_rows_are_bounded_by_the_values_contributions_were_encoded_for() -> None:
+    """The mean-split test needs 2 m 2^bits < 2^63: contributions recording 38-bit values
+    allow up to 2^24 - 1 rows; ones from clients before the record count as 40-bit ones and
+    allow less than 2^22, so the job is refused rather than computed with an overflow."""
+    big = (1 << 24) - 1
+    catalog.ready_for_selection(build((meta("1", rows=big), "a", 1)), 1, "passive3")
+    old = dict(meta("2", rows=1 << 22))
+    del old["value_bits"]
+    man = build((old, "b", 1))
+    assert man["contributions"][0]["value_bits"] == 40
+    with pytest.raises(InputError, match=r"below 2\^40 \(shared by b\) overflow"):
+        catalog.ready_for_selection(man, 1, "passive3")
+    catalog.ready_for_selection(build((dict(old, rows=(1 << 22) - 1), "b", 1)), 1, "passive3")
+    with pytest.raises(InputError, match="value_bits must be"):
+        catalog.entry(dict(meta("3"), value_bits=41), "c")

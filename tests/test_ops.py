@@ -99,6 +99,29 @@ async def _topk(s, fr, k: int, method: str):  # type: ignore[no-untyped-def]
     return await (topk_ranking if method == "ranking" else topk_network)(s, fr, k)
 
 
+def test_a_network_in_small_pieces_selects_the_same(scheme: str) -> None:
+    """With at most 5 comparisons at once, every stage and the final equality tests run in
+    pieces one after the other: the same T, more rounds."""
+    rng = np.random.default_rng(4)
+    den = rng.integers(1, 50, 23)
+    num = den * rng.integers(0, 3, 23) + rng.integers(0, 2, 23)
+    k = 6
+    ties = schedule(23, k).padded
+
+    async def body(s, q, d, batch):  # type: ignore[no-untyped-def]
+        before = s.engine.rounds
+        t = await topk_network(s, whole(q, d, 200, 50, ties), k, batch)
+        return await s.open(t), s.engine.rounds - before
+
+    (small, small_rounds), (large, large_rounds) = (
+        opened(run_protocol(scheme, {"q": num, "d": den},
+                            lambda s, q, d, b=b: body(s, q, d, b)))  # type: ignore[misc]
+        for b in (5, None))
+    assert _selected(small) == _selected(large) == _expected_fraction_order(list(num),
+                                                                           list(den), k)
+    assert small_rounds > large_rounds
+
+
 @pytest.mark.parametrize("method", ["ranking", "network"])
 @pytest.mark.parametrize(("p", "k"), [(40, 17), (37, 1), (9, 8), (16, 16 - 1)])
 def test_topk_fraction_exact(scheme: str, method: str, p: int, k: int) -> None:

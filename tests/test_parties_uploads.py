@@ -81,12 +81,34 @@ def test_arrays_must_be_the_ones_described(setup: tuple[Deployment, Storage]) ->
     for part, arr, words in (("keys", data, "expected the arrays"),
                              ("data", None, "expected the arrays"),
                              ("data", data.astype(np.float64), "must be uint64"),
-                             ("data", data[:, :-1], "of shape")):
+                             ("data", data[..., :-1], "of shape"),
+                             ("data", data[0], "of shape")):
         with pytest.raises(InputError, match=words):
             up.receive(part, arr)
     up.receive("data", data)
     with pytest.raises(InputError, match="expected the arrays"):
         up.receive("data", data)  # twice
+
+
+def test_large_arrays_arrive_as_blocks_of_rows(setup: tuple[Deployment, Storage]) -> None:
+    """Blocks in any order make the same stored file; an overlap or a block past the end is
+    refused, and the upload is staged only once every row has arrived."""
+    dep, storage = setup
+    up = Upload.describe(storage, dep, 0, "hospital-a", _meta())
+    data, labels = _shares(0)
+    up.receive("labels", labels)
+    cut = ROWS // 2
+    up.receive("data", data[:, cut:], cut)
+    for start, block in ((cut, data[:, cut:cut + 1]), (ROWS, data[:, :1]),
+                         (cut - 1, data[:, :2])):
+        with pytest.raises(InputError, match="do not fit"):
+            up.receive("data", block, start)
+    assert up.state == "receiving"
+    up.receive("data", data[:, :cut], 0)
+    assert up.state == "staged"
+    up.commit(is_coordinator=True, seq=None)
+    _, stored, _ = storage.load_dataset("d")
+    np.testing.assert_array_equal(stored.rows(0, ROWS), data)
 
 
 def test_bad_descriptions_are_refused_before_any_array(setup: tuple[Deployment, Storage]

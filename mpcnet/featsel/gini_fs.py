@@ -18,17 +18,22 @@ import numpy as np
 from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
 from mpcnet.featsel.labels import check_one_hot, one_hot_products
-from mpcnet.featsel.msgini import check_rows, limb_plan, msgini_fraction
+from mpcnet.featsel.msgini import check_rows, join, limb_plan, msgini_fraction
+from mpcnet.featsel.source import Blocks, Held, ShareSource, Streamed
 from mpcnet.ops import planner
 from mpcnet.ops.network import topk_network
 from mpcnet.ops.topk import topk_ranking
-from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.schemes.base import Scheme, Shared, concat
 
 DEFAULT_MEMORY_BUDGET = 2 << 30
 """Bytes of working memory a server may use for one job's secure computation (2 GiB)."""
 
 SCORING_BYTES_PER_CELL = {"passive3": 260, "active3": 3000, "active4": 450}
-"""Measured peak bytes per data cell while a block of columns is scored (bench.network)."""
+"""Measured peak bytes per data cell while a block of columns is scored (bench.large)."""
+
+FIXED_BYTES = 256 << 20
+"""What a server holds for a job besides its blocks (the interpreter, the label shares, D'):
+the blocks get the rest of the budget."""
 
 
 @dataclass
@@ -39,6 +44,7 @@ class SelectionResult:
     reduced: Shared  # m x k: D' = D x T, fixed-point integers, exact
     exponents: Shared  # k: the public per-column exponents times T
     indices: Shared  # k: (0, 1, ..., p-1) times T, the selected columns in rank order
+    labels: Shared  # the input label matrix (for ``label_codes``)
     plan: dict[str, object]  # how it was computed (public: depends on m, p, k only)
 
 
@@ -46,11 +52,12 @@ def block_columns(setting: str, m: int, p: int, memory_budget: int) -> int:
     """How many columns to score at once within ``memory_budget``; refuses when even one
     column of m rows does not fit."""
     per_column = m * SCORING_BYTES_PER_CELL[setting]
-    if per_column > memory_budget:
+    if per_column + FIXED_BYTES > memory_budget:
         raise InputError(f"scoring one column of {m:,} rows under {setting} needs about "
-                         f"{per_column / 2**20:,.0f} MiB, over the memory budget of "
-                         f"{memory_budget / 2**20:,.0f} MiB ([deployment] memory_budget)")
-    return max(1, min(p, memory_budget // per_column))
+                         f"{(per_column + FIXED_BYTES) / 2**20:,.0f} MiB, over the memory "
+                         f"budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
+                         "memory_budget)")
+    return max(1, min(p, (memory_budget - FIXED_BYTES) // per_column))
 
 
 def label_codes(s: Scheme, labels: Shared) -> Shared:
@@ -64,8 +71,32 @@ def label_codes(s: Scheme, labels: Shared) -> Shared:
 async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: int,
                   exponents: np.ndarray, memory_budget: int = DEFAULT_MEMORY_BUDGET,
                   method: str | None = None) -> SelectionResult:
-    """Select the k features of ``data`` with the best MS-GINI scores (Protocol 3), within
-    ``memory_budget`` bytes of working memory; ``method`` forces the top-k method."""
+    """Select the k features of the input ``data`` with the best MS-GINI scores (Protocol 3),
+    scoring as many columns at once as ``memory_budget`` bytes allow; ``method`` forces the
+    top-k method."""
+    return await _select(s, Held(data), labels, n_classes, k, exponents, memory_budget, method)
+
+
+async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_classes: int,
+                        k: int, exponents: np.ndarray,
+                        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                        method: str | None = None) -> SelectionResult:
+    """``gini_fs`` on this party's shares as read from ``data`` (and its label shares), input
+    here: at once when they fit ``memory_budget``, else a block at a time (columns to score
+    them, rows for D'), so a server's memory stays within the budget whatever m and p are."""
+    m, p = data.shape[-2:]
+    if block_columns(s.name, m, p, memory_budget) >= p:
+        whole, label_shares = await s.input(data.columns(0, p), labels)
+        return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
+                             method)
+    (label_shares,) = await s.input(labels)
+    return await _select(s, Streamed(data), label_shares, n_classes, k, exponents,
+                         memory_budget, method)
+
+
+async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: int,
+                  exponents: np.ndarray, memory_budget: int, method: str | None
+                  ) -> SelectionResult:
     m, p = data.shape
     if labels.shape != (m, n_classes - 1):
         raise InputError(f"label matrix must be {m} x {n_classes - 1} (one-hot without the last "
@@ -73,20 +104,34 @@ async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: in
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
     check_rows(m)
-    topk = planner.choose(s.name, p, k, lambda ties: limb_plan(m, ties), memory_budget, method)
-    blocks = block_columns(s.name, m, p, memory_budget)
+    topk = planner.choose(s.name, p, k, lambda ties: limb_plan(m, ties),
+                          memory_budget - FIXED_BYTES, method)
+    width = block_columns(s.name, m, p, memory_budget)
     with s.engine.phase("scoring"):
         one_hot = await one_hot_products(s, labels)
-    fractions = await msgini_fraction(s, data, labels, topk.limbs, blocks)
+        parts = []
+        for start in range(0, p, width):
+            block = await data.columns(s, start, min(p, start + width))
+            parts.append(await msgini_fraction(s, block, labels, topk.limbs))
+            del block
+            if width < p:  # check this block's products now: their records are freed
+                await s.verify()
     with s.engine.phase("selection"):
-        rank = topk_ranking if topk.method == "ranking" else topk_network
-        selection = await rank(s, fractions, k)
-    reduced = await filter_fs(s, data, selection)
+        fractions = join(parts)
+        selection = (await topk_ranking(s, fractions, k) if topk.method == "ranking"
+                     else await topk_network(s, fractions, k, topk.batch))
+    height = m if width >= p else max(1, (memory_budget - FIXED_BYTES)
+                                      // (p * SCORING_BYTES_PER_CELL[s.name]))
+    with s.engine.phase("product"):
+        reduced = concat([await filter_fs(s, await data.rows(s, start, min(m, start + height)),
+                                          selection)
+                          for start in range(0, m, height)]).reshape(m, k)
     chosen = s.matmul_public(np.asarray(exponents, dtype=np.int64).view(np.uint64).reshape(1, p),
                              selection).reshape(k)
     indices = s.matmul_public(np.arange(p, dtype=np.uint64).reshape(1, p), selection).reshape(k)
     with s.engine.phase("checks"):
         await s.verify()
         await check_one_hot(s, one_hot, *labels.shape)
-    figures = dict(topk.figures(), block_columns=blocks, blocks=-(-p // blocks))
-    return SelectionResult(reduced, chosen, indices, figures)
+    figures = dict(topk.figures(), block_columns=width, blocks=-(-p // width),
+                   row_blocks=-(-m // height))
+    return SelectionResult(reduced, chosen, indices, labels, figures)

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from mpcnet.featsel.gini_fs import DEFAULT_MEMORY_BUDGET, gini_fs
+from mpcnet.featsel.gini_fs import DEFAULT_MEMORY_BUDGET, select_stored
+from mpcnet.featsel.source import ArraySource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
 from mpcnet.schemes import registry
@@ -43,9 +44,8 @@ def select_in_process(security: str, values: np.ndarray, label_matrix: np.ndarra
     async def party(engine: RoundEngine) -> tuple[np.ndarray, np.ndarray, dict[str, Any],
                                                   dict[str, Any]]:
         s = await info.scheme.setup(engine)
-        mine_data, mine_labels = await s.input(data[engine.party], labels[engine.party])
-        result = await gini_fs(s, mine_data, mine_labels, n_classes, k, exponents,
-                               memory_budget, method)
+        result = await select_stored(s, ArraySource(data[engine.party]), labels[engine.party],
+                                     n_classes, k, exponents, memory_budget, method)
         return (await s.output(result.reduced), await s.output(result.exponents),
                 engine.report(), result.plan)
 

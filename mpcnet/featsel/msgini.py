@@ -84,49 +84,43 @@ async def _fractions(s: Scheme, x: Shared, y: Shared, a: Shared, b_nonzero: Shar
     return Fractions(num, d_limbs[:ld], plan)
 
 
-async def msgini_fraction(s: Scheme, data: Shared, labels: Shared, plan: LimbPlan,
-                          block_columns: int | None = None) -> Fractions:
-    """Shares of the MS-GINI fractions Q/D of every feature of the m x p ``data`` (m x (n-1)
-    one-hot ``labels``), laid out by ``plan``; the columns are scored ``block_columns`` at a
-    time (one block after the other: memory is bounded by a block's sign tests)."""
-    m, p = data.shape
-    check_rows(m)
-    width = p if block_columns is None else max(1, min(p, block_columns))
-    parts = [await _block_fractions(s, data[:, start:start + width], labels, plan)
-             for start in range(0, p, width)]
+def join(parts: list[Fractions]) -> Fractions:
+    """The fractions of column blocks side by side, in column order."""
     if len(parts) == 1:
         return parts[0]
-    return Fractions(_join([f.num for f in parts]), _join([f.den for f in parts]), plan)
+
+    def side_by_side(limbs: list[Shared]) -> Shared:  # (L, p_i) -> (L, sum p_i)
+        rows = limbs[0].shape[0]
+        flat = concat([x.T for x in limbs])
+        return flat.reshape(flat.size // rows, rows).T
+
+    return Fractions(side_by_side([f.num for f in parts]), side_by_side([f.den for f in parts]),
+                     parts[0].plan)
 
 
-def _join(limbs: list[Shared]) -> Shared:
-    """Limb arrays (L, p_i) side by side: (L, sum p_i)."""
-    rows = limbs[0].shape[0]
-    flat = concat([x.T for x in limbs])
-    return flat.reshape(flat.size // rows, rows).T
-
-
-async def _block_fractions(s: Scheme, data: Shared, labels: Shared, plan: LimbPlan
-                           ) -> Fractions:
+async def msgini_fraction(s: Scheme, data: Shared, labels: Shared, plan: LimbPlan
+                          ) -> Fractions:
+    """Shares of the MS-GINI fractions Q/D of every feature of the m x p ``data`` (m x (n-1)
+    one-hot ``labels``), laid out by ``plan``."""
     m, p = data.shape
+    check_rows(m)
     # Protocol 2, lines 1 and 4: flag_ij = [theta_j < f_ij] = [S_j - m*f_ij < 0].
-    with s.engine.phase("scoring"):
-        column_sums = s.sum(data, 0).reshape(1, p).broadcast_to((m, p))
-        flags = await ltz(s, s.sub(column_sums, s.mul_public(data, m)))
-        # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c] (one matrix product).
-        b = s.sum(flags, 0)
-        above = await s.matmul(flags.T, labels)  # p x (n-1)
-        del flags
-        label_counts = s.sum(labels, 0).reshape(1, -1).broadcast_to(above.shape)
-        # Lines 12-14: the last class and the '<=' side by subtraction.
-        a = s.add_public(s.neg(b), m)
-        below = s.sub(label_counts, above)
-        above_all = concat([above.T, s.sub(b, s.sum(above, 1)).reshape(1, p)]).reshape(-1, p)
-        below_all = concat([below.T, s.sub(a, s.sum(below, 1)).reshape(1, p)]).reshape(-1, p)
-        # Lines 15-16: A.A and B.B per feature, then b + [b == 0] with [b == 0] = [b - 1 < 0].
-        counts = concat([below_all, above_all])
-        squares = await s.mul(counts, counts)
-        sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
-        a_dot, b_dot = s.sum(sq_below, 0), s.sum(sq_above, 0)
-        b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
-        return await _fractions(s, a_dot, b_dot, a, b_nonzero, plan, m)
+    column_sums = s.sum(data, 0).reshape(1, p).broadcast_to((m, p))
+    flags = await ltz(s, s.sub(column_sums, s.mul_public(data, m)))
+    # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c] (one matrix product).
+    b = s.sum(flags, 0)
+    above = await s.matmul(flags.T, labels)  # p x (n-1)
+    del flags
+    label_counts = s.sum(labels, 0).reshape(1, -1).broadcast_to(above.shape)
+    # Lines 12-14: the last class and the '<=' side by subtraction.
+    a = s.add_public(s.neg(b), m)
+    below = s.sub(label_counts, above)
+    above_all = concat([above.T, s.sub(b, s.sum(above, 1)).reshape(1, p)]).reshape(-1, p)
+    below_all = concat([below.T, s.sub(a, s.sum(below, 1)).reshape(1, p)]).reshape(-1, p)
+    # Lines 15-16: A.A and B.B per feature, then b + [b == 0] with [b == 0] = [b - 1 < 0].
+    counts = concat([below_all, above_all])
+    squares = await s.mul(counts, counts)
+    sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
+    a_dot, b_dot = s.sum(sq_below, 0), s.sum(sq_above, 0)
+    b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
+    return await _fractions(s, a_dot, b_dot, a, b_nonzero, plan, m)

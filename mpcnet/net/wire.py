@@ -74,9 +74,11 @@ class JobArray:
 
 @dataclass(frozen=True)
 class NamedArray:
-    """One named array of an upload or a fetch (the array is the body)."""
+    """One named array of an upload or a fetch (the array is the body), or a block of its
+    rows from row ``start`` on (large uploads arrive a block at a time)."""
 
     name: str
+    start: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,8 @@ def encode(message: Message) -> Frame:
             return {"k": "err", **error_header(error)}, None
         case JobArray(job):
             return {"k": "a", "j": job}, None
-        case NamedArray(name):
-            return {"k": "a", "name": name}, None
+        case NamedArray(name, start):
+            return {"k": "a", "name": name} | ({"start": start} if start else {}), None
         case Stop(job, reason, check):
             return {"k": "err", "j": job, "msg": reason} | ({"check": check} if check else {}), None
     raise TypeError(f"not a wire message: {message!r}")
@@ -178,5 +180,8 @@ def decode(header: dict[str, Any], body: np.ndarray | None = None, peer: str = "
     if kind == "a":
         if "j" in header:
             return JobArray(text("j"))
-        return NamedArray(text("name"))
+        start = header.get("start", 0)
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise PeerError(f"{peer} sent a malformed array block (start {start!r})")
+        return NamedArray(text("name"), start)
     raise PeerError(f"{peer} sent an unknown {kind!r} message")

@@ -106,9 +106,11 @@ async def _compare_exchange(s: Scheme, limbs: Shared, fr: Fractions, stage: Stag
     return Shared(data, s.lead)
 
 
-async def topk_network(s: Scheme, fr: Fractions, k: int) -> Shared:
+async def topk_network(s: Scheme, fr: Fractions, k: int, batch: int | None = None) -> Shared:
     """T for the k largest fractions of ``fr`` (whose plan's tie range is at least the padded
-    count), by the bitonic top-k network; the same T as ``topk.topk_ranking``."""
+    count), by the bitonic top-k network; the same T as ``topk.topk_ranking``. At most
+    ``batch`` comparisons (or equality tests) run at once: a larger stage is done in pieces,
+    one after the other (its pairs are disjoint), to bound memory."""
     p = fr.count
     plan = schedule(p, k)
     if fr.plan.tie_range < plan.padded:
@@ -123,8 +125,16 @@ async def topk_network(s: Scheme, fr: Fractions, k: int) -> Shared:
     if pad:
         elements = concat([elements.T, s.public(dummies).T]).reshape(plan.padded,
                                                                      lq + ld + 1).T
-    for stage in plan.stages:
-        elements = await _compare_exchange(s, elements, fr, stage)
-    best = elements[lq + ld, :k]  # indices in rank order
-    columns = np.arange(p, dtype=np.int64).reshape(p, 1)
-    return await eqz(s, s.add_public(best.reshape(1, k).broadcast_to((p, k)), -columns))
+    step = batch or plan.padded
+    for first, second in plan.stages:
+        for lo in range(0, first.size, step):
+            piece = (first[lo:lo + step], second[lo:lo + step])
+            elements = await _compare_exchange(s, elements, fr, piece)
+    best = elements[lq + ld, :k].reshape(1, k)  # indices in rank order
+    rows = max(1, step // (2 * k))
+    parts = []
+    for lo in range(0, p, rows):
+        hi = min(p, lo + rows)
+        columns = np.arange(lo, hi, dtype=np.int64).reshape(hi - lo, 1)
+        parts.append(await eqz(s, s.add_public(best.broadcast_to((hi - lo, k)), -columns)))
+    return concat(parts).reshape(p, k)

@@ -11,7 +11,8 @@ setting), never on data. The cost model counts, per server:
 weighted by per-setting constants measured with ``bench.planner`` on the development machine
 (seconds per test, per product and per round, over TLS between server processes). Memory
 decides first: the ranking keeps p(p-1)/2 comparisons alive at once, so it is ruled out when
-their sign tests would not fit the memory budget; the network holds one stage at a time.
+their sign tests would not fit the memory budget; the network runs a stage (and its final
+equality tests) in pieces that fit it (``TopkPlan.batch``), at the cost of more rounds.
 
 The paper's k sequential argmins (Protocol 1) are not a third choice: the network with K = 1
 is that tournament, and for k > 1 the network needs fewer stages (log^2 K / 2 + log(p/K) log K
@@ -60,6 +61,7 @@ class TopkPlan:
     rounds: int
     estimate_s: float
     alternative: str  # the other method's estimate, or why it was ruled out
+    batch: int  # the network's comparisons at once (memory), 0 for the ranking
 
     def figures(self) -> dict[str, object]:
         return {"method": self.method, "comparisons": self.comparisons, "stages": self.stages,
@@ -70,22 +72,26 @@ class TopkPlan:
 def _ranking(p: int, k: int, limbs: LimbPlan, costs: Costs) -> tuple[TopkPlan, int]:
     pairs = p * (p - 1) // 2
     tests = pairs * limbs.tests_per_comparison() + p * k
-    products = limbs.num_limbs * limbs.den_limbs * p * p + pairs + p * k
+    cross = limbs.num_limbs * limbs.den_limbs * p * p
+    products = cross + pairs + p * k
     rounds = 1 + 2 * (_TEST_ROUNDS + _CONVERT_ROUNDS) + math.ceil(math.log2(limbs.levels))
     estimate = tests * costs.test_s + products * costs.product_s + rounds * costs.round_s
-    memory = pairs * limbs.tests_per_comparison() * costs.test_bytes
-    return TopkPlan("ranking", limbs, pairs, 1, rounds, estimate, ""), memory
+    memory = (pairs * limbs.tests_per_comparison() + cross) * costs.test_bytes
+    return TopkPlan("ranking", limbs, pairs, 1, rounds, estimate, "", 0), memory
 
 
-def _network(p: int, k: int, limbs: LimbPlan, costs: Costs) -> TopkPlan:
+def _network(p: int, k: int, limbs: LimbPlan, costs: Costs, memory_budget: int) -> TopkPlan:
     plan = schedule(p, k)
+    batch = max(1024, memory_budget // (costs.test_bytes * limbs.tests_per_comparison()))
     per_compare = 2 * limbs.num_limbs * limbs.den_limbs + limbs.num_limbs + limbs.den_limbs + 2
     tests = plan.comparisons * limbs.tests_per_comparison() + 2 * p * k
     products = plan.comparisons * per_compare + 2 * p * k
     per_stage = 1 + _TEST_ROUNDS + math.ceil(math.log2(limbs.levels)) + _CONVERT_ROUNDS + 1
-    rounds = len(plan.stages) * per_stage + _TEST_ROUNDS + 1 + _CONVERT_ROUNDS
+    pieces = sum(-(-first.size // batch) for first, _ in plan.stages)
+    rounds = pieces * per_stage + -(-2 * p * k // batch) * (_TEST_ROUNDS + 1 + _CONVERT_ROUNDS)
     estimate = tests * costs.test_s + products * costs.product_s + rounds * costs.round_s
-    return TopkPlan("network", limbs, plan.comparisons, len(plan.stages), rounds, estimate, "")
+    return TopkPlan("network", limbs, plan.comparisons, len(plan.stages), rounds, estimate, "",
+                    batch)
 
 
 def choose(setting: str, p: int, k: int, limb_plan: Callable[[int], LimbPlan | None],
@@ -102,16 +108,19 @@ def choose(setting: str, p: int, k: int, limb_plan: Callable[[int], LimbPlan | N
         if memory <= memory_budget or method == "ranking":
             options["ranking"] = ranking
         else:
-            notes["ranking"] = (f"ranking ruled out: {memory / 2**30:.1f} GiB of comparisons "
-                                f"over the {memory_budget / 2**30:.1f} GiB budget")
+            notes["ranking"] = (f"ranking ruled out: {memory / 2**20:,.0f} MiB of comparisons "
+                                f"over the {memory_budget / 2**20:,.0f} MiB budget")
     network_limbs = limb_plan(schedule(p, k).padded)
     if network_limbs is not None:
-        options["network"] = _network(p, k, network_limbs, costs)
+        options["network"] = _network(p, k, network_limbs, costs, memory_budget)
     else:
         notes["network"] = "network ruled out: too many features to break ties exactly"
     if method is not None:
+        if method not in ("ranking", "network"):
+            raise InputError(f"unknown top-k method {method!r}: ranking or network")
         if method not in options:
-            raise InputError(notes.get(method, f"unknown top-k method {method!r}"))
+            raise InputError(notes.get(method, f"{method} cannot compare these fractions "
+                                               "exactly"))
         chosen = options[method]
     elif not options:
         raise InputError("; ".join(notes.values()))
@@ -120,4 +129,4 @@ def choose(setting: str, p: int, k: int, limb_plan: Callable[[int], LimbPlan | N
     others = [f"{o.method} ~{o.estimate_s:.2f} s" for o in options.values() if o is not chosen]
     alternative = "; ".join(others + list(notes.values()))
     return TopkPlan(chosen.method, chosen.limbs, chosen.comparisons, chosen.stages,
-                    chosen.rounds, chosen.estimate_s, alternative)
+                    chosen.rounds, chosen.estimate_s, alternative, chosen.batch)

@@ -1,0 +1,101 @@
+"""Layer: featsel. Where a job's input shares come from, a block at a time.
+
+A server's shares of a large dataset do not fit its memory budget at once (10^6 x 100 under
+passive3 is 1.6 GB of shares before any computation), so pi_GINI-FS asks for blocks: of
+columns while scoring, of rows for D' = D x T. ``ShareSource`` is what it asks: the product
+reads stored contributions from disk (``parties.storage.StoredShares``); ``ArraySource`` holds
+an array in memory (tests, benchmarks, the in-process runs).
+
+``Blocks`` turns a source into sharings of the scheme: ``Streamed`` inputs every block it
+reads (``Scheme.input``: the holders of each component compare it before anything is computed
+on it, and active schemes add its MACs), ``Held`` slices sharings input earlier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from mpcnet.schemes.base import Scheme, Shared
+
+
+class ShareSource(Protocol):
+    """This party's share array of an m x p matrix, read in blocks."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The whole share array's shape: the scheme's leading axes, then (m, p)."""
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        """Columns start..stop-1 of every row."""
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows start..stop-1, every column."""
+
+
+@dataclass(frozen=True, eq=False)
+class ArraySource:
+    """A share array in memory."""
+
+    data: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        return np.ascontiguousarray(self.data[..., start:stop])
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return np.ascontiguousarray(self.data[..., start:stop, :])
+
+
+class Blocks(Protocol):
+    """Sharings of an m x p matrix, a block at a time."""
+
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    async def columns(self, s: Scheme, start: int, stop: int) -> Shared: ...
+
+    async def rows(self, s: Scheme, start: int, stop: int) -> Shared: ...
+
+
+@dataclass(frozen=True, eq=False)
+class Held:
+    """Sharings already input, sliced."""
+
+    data: Shared
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        m, p = self.data.shape
+        return m, p
+
+    async def columns(self, s: Scheme, start: int, stop: int) -> Shared:
+        return self.data[:, start:stop]
+
+    async def rows(self, s: Scheme, start: int, stop: int) -> Shared:
+        return self.data[start:stop]
+
+
+@dataclass(frozen=True, eq=False)
+class Streamed:
+    """Blocks read from a source and input one by one."""
+
+    source: ShareSource
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        m, p = self.source.shape[-2:]
+        return m, p
+
+    async def columns(self, s: Scheme, start: int, stop: int) -> Shared:
+        (block,) = await s.input(self.source.columns(start, stop))
+        return block
+
+    async def rows(self, s: Scheme, start: int, stop: int) -> Shared:
+        (block,) = await s.input(self.source.rows(start, stop))
+        return block

@@ -1,0 +1,151 @@
+"""Layer: server. Share files on disk, read and written a block of rows at a time.
+
+A contribution's share array is one ``.npy`` file of shape (leading axes..., rows, columns),
+uint64, C order, as ``np.save`` writes it. A job never loads a large one whole: the SHA-256 is
+checked by streaming the file, and ``StoredShares`` reads the blocks pi_GINI-FS asks for
+(``mpcnet.featsel.source``) with plain file reads into fresh arrays, so the memory a block
+takes is the block (a memory map would count every page it touched). Uploads arrive a block
+of rows at a time too (``ShareFileWriter``) into a file preallocated at its final size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpcnet.errors import StorageError
+
+READ_BYTES = 32 << 20  # rows are read in pieces of about this size
+
+
+@dataclass(frozen=True)
+class ShareFile:
+    """One stored share array: where its data start and its shape."""
+
+    path: Path
+    offset: int
+    shape: tuple[int, ...]
+
+    @classmethod
+    def open(cls, path: Path) -> ShareFile:
+        try:
+            with open(path, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read_header(f)
+                offset = f.tell()
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"{path} cannot be read as a share file ({exc}); restore it "
+                               "from a backup") from None
+        if fortran or dtype != np.uint64:
+            raise StorageError(f"{path} is not a uint64 share file in C order")
+        return cls(path, offset, tuple(shape))
+
+    @property
+    def rows(self) -> int:
+        return self.shape[-2]
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows start..stop-1 (every leading index, every column)."""
+        lead, (m, p) = self.shape[:-2], self.shape[-2:]
+        out = np.empty(lead + (stop - start, p), dtype=np.uint64)
+        flat = out.reshape(-1, stop - start, p)
+        with open(self.path, "rb") as f:
+            for i in range(flat.shape[0]):
+                f.seek(self.offset + (i * m + start) * p * 8)
+                if f.readinto(memoryview(flat[i]).cast("B")) != flat[i].nbytes:
+                    raise StorageError(f"{self.path} is shorter than its header says; restore "
+                                       "it from a backup")
+        return out
+
+
+def sha256_of(path: Path) -> str:
+    """The file's SHA-256, read in pieces."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class StoredShares:
+    """This server's shares of a dataset: its contributions' files joined by rows or columns,
+    read a block at a time (``mpcnet.featsel.source.ShareSource``)."""
+
+    files: Sequence[ShareFile]
+    by_rows: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        first = self.files[0].shape
+        if self.by_rows:
+            return first[:-2] + (sum(f.rows for f in self.files), first[-1])
+        return first[:-1] + (sum(f.shape[-1] for f in self.files),)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        if not self.by_rows:  # every contribution holds these rows of its own columns
+            parts = [f.read_rows(start, stop) for f in self.files]
+            return np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+        parts, at = [], 0
+        for f in self.files:
+            lo, hi = max(start, at), min(stop, at + f.rows)
+            if lo < hi:
+                parts.append(f.read_rows(lo - at, hi - at))
+            at += f.rows
+        return np.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        shape = self.shape
+        out = np.empty(shape[:-1] + (stop - start,), dtype=np.uint64)
+        step = max(1, READ_BYTES // (8 * shape[-1] * int(np.prod(shape[:-2], dtype=np.int64))))
+        for lo in range(0, shape[-2], step):
+            hi = min(shape[-2], lo + step)
+            out[..., lo:hi, :] = self.rows(lo, hi)[..., start:stop]
+        return out
+
+
+class ShareFileWriter:
+    """A share file written a block of rows at a time, in any order, each row once; it is
+    complete when every row has arrived, and its SHA-256 is taken then."""
+
+    def __init__(self, path: Path, shape: tuple[int, ...], mode: int) -> None:
+        self.path, self.shape = path, shape
+        header: dict[str, Any] = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint64)),
+                                  "fortran_order": False, "shape": shape}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, header)
+            self.offset = f.tell()
+            f.truncate(self.offset + 8 * int(np.prod(shape, dtype=np.int64)))
+        self.filled = np.zeros(shape[-2], dtype=bool)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.filled.all())
+
+    def write_rows(self, start: int, block: np.ndarray) -> None:
+        """Rows start..start+len-1 of every leading index, from ``block`` (lead, rows, p)."""
+        lead, (m, p) = self.shape[:-2], self.shape[-2:]
+        stop = start + block.shape[-2]
+        if block.shape != lead + (block.shape[-2], p) or not 0 <= start < stop <= m \
+                or self.filled[start:stop].any():
+            raise ValueError(f"rows {start}..{stop - 1} do not fit the {self.shape} share "
+                             "file or arrived twice")
+        flat = np.ascontiguousarray(block).reshape(-1, stop - start, p)
+        with open(self.path, "r+b") as f:
+            for i in range(flat.shape[0]):
+                f.seek(self.offset + (i * m + start) * p * 8)
+                f.write(memoryview(flat[i]).cast("B"))
+            f.flush()
+            os.fsync(f.fileno())
+        self.filled[start:stop] = True
+
+    def entry(self) -> dict[str, Any]:
+        """The file entry of a complete file (name, sha256, bytes)."""
+        return {"file": self.path.name, "sha256": sha256_of(self.path),
+                "bytes": self.path.stat().st_size}
