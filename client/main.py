@@ -171,6 +171,8 @@ def plan_text(plan: dict[str, Any]) -> str:
     text = (f"top-k by {plan['method']}: {plan['comparisons']:,} comparisons in "
             f"{plan['stages']} stage(s), {plan['levels']} level(s) per comparison; scored in "
             f"{plan['blocks']} block(s) of {plan['block_columns']} column(s)")
+    if plan.get("tiles", 1) > 1:
+        text += f", each in {plan['tiles']} tiles of {plan['tile_rows']:,} rows"
     return text + (f" (other: {plan['alternative']})" if plan.get("alternative") else "")
 
 

@@ -99,13 +99,16 @@ class StoredShares:
             at += f.rows
         return np.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
 
-    def columns(self, start: int, stop: int) -> np.ndarray:
+    def block(self, rows: slice, columns: slice) -> np.ndarray:
+        """The rows and columns asked for, read about READ_BYTES of whole rows at a time."""
         shape = self.shape
-        out = np.empty(shape[:-1] + (stop - start,), dtype=np.uint64)
+        start, stop, _ = rows.indices(shape[-2])
+        left, right, _ = columns.indices(shape[-1])
+        out = np.empty(shape[:-2] + (stop - start, right - left), dtype=np.uint64)
         step = max(1, READ_BYTES // (8 * shape[-1] * int(np.prod(shape[:-2], dtype=np.int64))))
-        for lo in range(0, shape[-2], step):
-            hi = min(shape[-2], lo + step)
-            out[..., lo:hi, :] = self.rows(lo, hi)[..., start:stop]
+        for lo in range(start, stop, step):
+            hi = min(stop, lo + step)
+            out[..., lo - start:hi - start, :] = self.rows(lo, hi)[..., left:right]
         return out
 
 

@@ -291,7 +291,7 @@ def _perturbed(data: ShareSource, labels: np.ndarray | None) -> Shares:
     job = CURRENT.get()
     if job is None:
         return data, labels
-    whole = data.columns(0, data.shape[-1])
+    whole = data.block(slice(None), slice(None))
     return (ArraySource(job.perturb_input("data-share", whole)),
             None if labels is None else job.perturb_input("label-share", labels))
 

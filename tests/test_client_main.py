@@ -92,3 +92,17 @@ def test_the_demo_checks_its_arguments_before_starting_anything() -> None:
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "between 1 and 309" in r.stderr and r.stdout == "", r
     assert time.monotonic() - t0 < 10  # no server was started
+
+
+def test_the_job_figures_show_the_planner_choice() -> None:
+    from client.main import figures_text
+
+    plan = {"method": "network", "comparisons": 290208, "stages": 84, "levels": 1,
+            "alternative": "ranking ruled out: 41,000 MiB of comparisons over the 1,792 MiB "
+                           "budget", "block_columns": 1, "blocks": 20000, "tile_rows": 700,
+            "tiles": 2, "row_blocks": 3}
+    text = figures_text({"phases": {}, "seconds": 1.0, "rounds": 9, "bytes_sent": 10,
+                         "plan": plan})
+    assert "top-k by network: 290,208 comparisons in 84 stage(s)" in text
+    assert "20000 block(s) of 1 column(s), each in 2 tiles of 700 rows" in text
+    assert "(other: ranking ruled out" in text

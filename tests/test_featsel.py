@@ -11,6 +11,7 @@ from conftest import ROOT
 from mpcnet.dataset import read_bundled
 from mpcnet.encoded import EncodedDataset, encode_table
 from mpcnet.errors import InputError
+from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, held_bytes
 from mpcnet.featsel.local import select_in_process
 from mpcnet.plain.scores import msgini_fraction
 from mpcnet.plain.select import topk_fraction
@@ -145,17 +146,34 @@ def test_network_and_blocks_give_the_same_selection(scheme: str, name: str) -> N
     budget, select what the ranking selects (the independent reference)."""
     ds = encode_table(read_bundled(name))
     expected = EXPECTED[name]
-    from mpcnet.featsel.gini_fs import FIXED_BYTES
-    budget = FIXED_BYTES + ds.values.shape[0] * 3000 * 7  # 7+ columns per block in any setting
+    m, k = ds.values.shape[0], expected["k"]
+    budget = held_bytes(scheme, m, ds.n_classes, k) + 7 * m * SCORING_BYTES_PER_CELL[scheme]
     run = select_in_process(scheme, ds.values, ds.label_matrix, ds.n_classes, expected["k"],
                             ds.exponents, method="network", memory_budget=budget)
-    assert run.plan["method"] == "network" and run.plan["blocks"] > 1
-    assert run.plan["row_blocks"] > 1
+    assert run.plan["method"] == "network" and run.plan["block_columns"] == 7
+    assert run.plan["row_blocks"] > 1 and run.plan["tile_rows"] == m
     np.testing.assert_array_equal(run.reduced, ds.values[:, expected["selected_indices"]])
 
 
-def test_a_column_that_does_not_fit_the_budget_is_refused() -> None:
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_columns_too_long_for_the_budget_are_scored_in_tiles_of_rows(
+        scheme: str, n_classes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When one column does not fit, its sum comes first, then the class counts tile by tile:
+    memory no longer grows with m, and the selection is the same."""
+    from mpcnet.featsel import layout
+
+    monkeypatch.setattr(layout, "MIN_TILE_CELLS", 16)
+    ds = _synthetic(300, 6, n_classes, seed=30 + n_classes)
+    k = 3
+    budget = held_bytes(scheme, 300, n_classes, k) + 70 * SCORING_BYTES_PER_CELL[scheme]
+    run = select_in_process(scheme, ds.values, ds.label_matrix, n_classes, k, ds.exponents,
+                            memory_budget=budget)
+    assert run.plan["tile_rows"] == 70 and run.plan["block_columns"] == 1
+    np.testing.assert_array_equal(run.reduced, ds.values[:, plain_selection(ds, k)])
+
+
+def test_a_budget_too_small_for_a_tile_is_refused() -> None:
     ds = _synthetic(1000, 5, 2, seed=2)
-    with pytest.raises(InputError, match="over the memory budget of 0 MiB"):
+    with pytest.raises(InputError, match="needs at least .* over the memory budget of 0 MiB"):
         select_in_process("passive3", ds.values, ds.label_matrix, 2, 2, ds.exponents,
                           memory_budget=1000)

@@ -108,7 +108,7 @@ def test_large_arrays_arrive_as_blocks_of_rows(setup: tuple[Deployment, Storage]
     assert up.state == "staged"
     up.commit(is_coordinator=True, seq=None)
     _, stored, _ = storage.load_dataset("d")
-    np.testing.assert_array_equal(stored.rows(0, ROWS), data)
+    np.testing.assert_array_equal(stored.block(slice(0, ROWS), slice(None)), data)
 
 
 def test_bad_descriptions_are_refused_before_any_array(setup: tuple[Deployment, Storage]

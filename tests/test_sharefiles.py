@@ -28,10 +28,9 @@ def test_blocks_equal_slices_of_the_joined_array(tmp_path: Path, by_rows: bool,
     whole = np.concatenate(parts, axis=-2 if by_rows else -1)
     assert source.shape == whole.shape
     m, p = whole.shape[-2:]
-    for start, stop in [(0, p), (1, 3), (p - 1, p), (2, p)]:
-        np.testing.assert_array_equal(source.columns(start, stop), whole[..., start:stop])
-    for start, stop in [(0, m), (3, 9), (6, 8), (m - 1, m)]:
-        np.testing.assert_array_equal(source.rows(start, stop), whole[..., start:stop, :])
+    for rows in [slice(0, m), slice(3, 9), slice(6, 8), slice(m - 1, m)]:
+        for columns in [slice(0, p), slice(1, 3), slice(p - 1, p), slice(2, p)]:
+            np.testing.assert_array_equal(source.block(rows, columns), whole[..., rows, columns])
 
 
 def test_a_file_written_in_blocks_is_a_normal_share_file(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_contributions_join_in_order_and_survive_reopening(tmp_path: Path) -> No
     st.open()
     man, data, labels = st.load_dataset("d")
     assert man["rows"] == 5 and data.shape == (2, 5, 2) and labels is not None
-    assert data.columns(0, 2)[0, :, 0].tolist() == [1, 1, 1, 2, 2]
+    assert data.block(slice(0, 5), slice(0, 1))[0, :, 0].tolist() == [1, 1, 1, 2, 2]
     assert st.verify_all() == 4
     assert st.withdraw("d", "u2") and st.load_dataset("d")[0]["rows"] == 3
     assert st.withdraw("d", "u1") and st.dataset_names() == []

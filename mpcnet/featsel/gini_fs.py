@@ -18,22 +18,21 @@ import numpy as np
 from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
 from mpcnet.featsel.labels import check_one_hot, one_hot_products
-from mpcnet.featsel.msgini import check_rows, join, limb_plan, msgini_fraction
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, Layout, layout
+from mpcnet.featsel.msgini import (
+    check_rows,
+    class_counts,
+    fractions_of_counts,
+    join,
+    limb_plan,
+    msgini_fraction,
+)
 from mpcnet.featsel.source import Blocks, Held, ShareSource, Streamed
 from mpcnet.ops import planner
+from mpcnet.ops.fraction import Fractions, LimbPlan
 from mpcnet.ops.network import topk_network
 from mpcnet.ops.topk import topk_ranking
 from mpcnet.schemes.base import Scheme, Shared, concat
-
-DEFAULT_MEMORY_BUDGET = 2 << 30
-"""Bytes of working memory a server may use for one job's secure computation (2 GiB)."""
-
-SCORING_BYTES_PER_CELL = {"passive3": 260, "active3": 3000, "active4": 450}
-"""Measured peak bytes per data cell while a block of columns is scored (bench.large)."""
-
-FIXED_BYTES = 256 << 20
-"""What a server holds for a job besides its blocks (the interpreter, the label shares, D'):
-the blocks get the rest of the budget."""
 
 
 @dataclass
@@ -46,18 +45,6 @@ class SelectionResult:
     indices: Shared  # k: (0, 1, ..., p-1) times T, the selected columns in rank order
     labels: Shared  # the input label matrix (for ``label_codes``)
     plan: dict[str, object]  # how it was computed (public: depends on m, p, k only)
-
-
-def block_columns(setting: str, m: int, p: int, memory_budget: int) -> int:
-    """How many columns to score at once within ``memory_budget``; refuses when even one
-    column of m rows does not fit."""
-    per_column = m * SCORING_BYTES_PER_CELL[setting]
-    if per_column + FIXED_BYTES > memory_budget:
-        raise InputError(f"scoring one column of {m:,} rows under {setting} needs about "
-                         f"{(per_column + FIXED_BYTES) / 2**20:,.0f} MiB, over the memory "
-                         f"budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
-                         "memory_budget)")
-    return max(1, min(p, (memory_budget - FIXED_BYTES) // per_column))
 
 
 def label_codes(s: Scheme, labels: Shared) -> Shared:
@@ -82,11 +69,13 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
                         memory_budget: int = DEFAULT_MEMORY_BUDGET,
                         method: str | None = None) -> SelectionResult:
     """``gini_fs`` on this party's shares as read from ``data`` (and its label shares), input
-    here: at once when they fit ``memory_budget``, else a block at a time (columns to score
-    them, rows for D'), so a server's memory stays within the budget whatever m and p are."""
+    here: at once when they fit ``memory_budget``, else a block at a time
+    (``mpcnet.featsel.layout``), so a server's memory stays within the budget whatever m and
+    p are."""
     m, p = data.shape[-2:]
-    if block_columns(s.name, m, p, memory_budget) >= p:
-        whole, label_shares = await s.input(data.columns(0, p), labels)
+    cut = layout(s.name, m, p, n_classes, k, memory_budget)
+    if cut.columns >= p:
+        whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels)
         return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
                              method)
     (label_shares,) = await s.input(labels)
@@ -104,34 +93,55 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
     check_rows(m)
-    topk = planner.choose(s.name, p, k, lambda ties: limb_plan(m, ties),
-                          memory_budget - FIXED_BYTES, method)
-    width = block_columns(s.name, m, p, memory_budget)
+    cut = layout(s.name, m, p, n_classes, k, memory_budget)
+    topk = planner.choose(s.name, p, k, lambda ties: limb_plan(m, ties), cut.usable, method)
     with s.engine.phase("scoring"):
         one_hot = await one_hot_products(s, labels)
-        parts = []
-        for start in range(0, p, width):
-            block = await data.columns(s, start, min(p, start + width))
-            parts.append(await msgini_fraction(s, block, labels, topk.limbs))
-            del block
-            if width < p:  # check this block's products now: their records are freed
-                await s.verify()
+        parts = [await _score(s, data, labels, slice(start, min(p, start + cut.columns)),
+                              cut, topk.limbs)
+                 for start in range(0, p, cut.columns)]
     with s.engine.phase("selection"):
         fractions = join(parts)
         selection = (await topk_ranking(s, fractions, k) if topk.method == "ranking"
                      else await topk_network(s, fractions, k, topk.batch))
-    height = m if width >= p else max(1, (memory_budget - FIXED_BYTES)
-                                      // (p * SCORING_BYTES_PER_CELL[s.name]))
     with s.engine.phase("product"):
-        reduced = concat([await filter_fs(s, await data.rows(s, start, min(m, start + height)),
-                                          selection)
-                          for start in range(0, m, height)]).reshape(m, k)
+        reduced = concat([await filter_fs(s, await data.block(
+            s, slice(start, min(m, start + cut.product_rows)), slice(None)), selection)
+            for start in range(0, m, cut.product_rows)]).reshape(m, k)
     chosen = s.matmul_public(np.asarray(exponents, dtype=np.int64).view(np.uint64).reshape(1, p),
                              selection).reshape(k)
     indices = s.matmul_public(np.arange(p, dtype=np.uint64).reshape(1, p), selection).reshape(k)
     with s.engine.phase("checks"):
         await s.verify()
         await check_one_hot(s, one_hot, *labels.shape)
-    figures = dict(topk.figures(), block_columns=width, blocks=-(-p // width),
-                   row_blocks=-(-m // height))
-    return SelectionResult(reduced, chosen, indices, labels, figures)
+    return SelectionResult(reduced, chosen, indices, labels,
+                           dict(topk.figures(), **cut.figures(m, p)))
+
+
+async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
+                 plan: LimbPlan) -> Fractions:
+    """The fractions of one block of columns: in one go, or tile by tile of rows when a column
+    does not fit (the column sums first, then each tile's class counts). A job in more than
+    one block checks each block's (tile's) products before the next, freeing their records."""
+    m = data.shape[0]
+    several = cut.columns < data.shape[1] or cut.tile_rows < m
+    if cut.tile_rows >= m:
+        fractions = await msgini_fraction(s, await data.block(s, slice(None), columns), labels,
+                                          plan)
+        if several:
+            await s.verify()
+        return fractions
+    tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
+    sums = [s.sum(await data.block(s, rows, columns), 0) for rows in tiles]
+    column_sums = sums[0]
+    for more in sums[1:]:
+        column_sums = s.add(column_sums, more)
+    b = above = None
+    for rows in tiles:
+        tile_b, tile_above = await class_counts(s, await data.block(s, rows, columns),
+                                                labels[rows], column_sums, m)
+        b = tile_b if b is None else s.add(b, tile_b)
+        above = tile_above if above is None else s.add(above, tile_above)
+        await s.verify()
+    assert b is not None and above is not None
+    return await fractions_of_counts(s, b, above, s.sum(labels, 0), m, plan)

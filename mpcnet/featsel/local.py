@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from mpcnet.featsel.gini_fs import DEFAULT_MEMORY_BUDGET, select_stored
+from mpcnet.featsel.gini_fs import select_stored
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET
 from mpcnet.featsel.source import ArraySource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync

@@ -102,19 +102,32 @@ async def msgini_fraction(s: Scheme, data: Shared, labels: Shared, plan: LimbPla
                           ) -> Fractions:
     """Shares of the MS-GINI fractions Q/D of every feature of the m x p ``data`` (m x (n-1)
     one-hot ``labels``), laid out by ``plan``."""
-    m, p = data.shape
-    check_rows(m)
+    m, _ = data.shape
+    b, above = await class_counts(s, data, labels, s.sum(data, 0), m)
+    return await fractions_of_counts(s, b, above, s.sum(labels, 0), m, plan)
+
+
+async def class_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared, m: int
+                       ) -> tuple[Shared, Shared]:
+    """b and B (p x (n-1)) over the rows of ``data`` (some rows of the m, with their rows of
+    ``labels``), given the column sums S over all m rows: counts of tiles of rows add up."""
+    rows, p = data.shape
     # Protocol 2, lines 1 and 4: flag_ij = [theta_j < f_ij] = [S_j - m*f_ij < 0].
-    column_sums = s.sum(data, 0).reshape(1, p).broadcast_to((m, p))
-    flags = await ltz(s, s.sub(column_sums, s.mul_public(data, m)))
+    flags = await ltz(s, s.sub(column_sums.reshape(1, p).broadcast_to((rows, p)),
+                               s.mul_public(data, m)))
     # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c] (one matrix product).
-    b = s.sum(flags, 0)
-    above = await s.matmul(flags.T, labels)  # p x (n-1)
-    del flags
-    label_counts = s.sum(labels, 0).reshape(1, -1).broadcast_to(above.shape)
+    return s.sum(flags, 0), await s.matmul(flags.T, labels)
+
+
+async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int,
+                              plan: LimbPlan) -> Fractions:
+    """Lines 12-16 of Protocol 2 from the counts b and B of p features and the class sizes."""
+    check_rows(m)
+    p = b.shape[0]
+    counts_all = label_counts.reshape(1, -1).broadcast_to(above.shape)
     # Lines 12-14: the last class and the '<=' side by subtraction.
     a = s.add_public(s.neg(b), m)
-    below = s.sub(label_counts, above)
+    below = s.sub(counts_all, above)
     above_all = concat([above.T, s.sub(b, s.sum(above, 1)).reshape(1, p)]).reshape(-1, p)
     below_all = concat([below.T, s.sub(a, s.sum(below, 1)).reshape(1, p)]).reshape(-1, p)
     # Lines 15-16: A.A and B.B per feature, then b + [b == 0] with [b == 0] = [b - 1 < 0].

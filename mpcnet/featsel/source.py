@@ -2,7 +2,8 @@
 
 A server's shares of a large dataset do not fit its memory budget at once (10^6 x 100 under
 passive3 is 1.6 GB of shares before any computation), so pi_GINI-FS asks for blocks: of
-columns while scoring, of rows for D' = D x T. ``ShareSource`` is what it asks: the product
+columns (or tiles of rows of a column) while scoring, of rows for D' = D x T
+(``mpcnet.featsel.layout``). ``ShareSource`` is what it asks: the product
 reads stored contributions from disk (``parties.storage.StoredShares``); ``ArraySource`` holds
 an array in memory (tests, benchmarks, the in-process runs).
 
@@ -28,11 +29,8 @@ class ShareSource(Protocol):
     def shape(self) -> tuple[int, ...]:
         """The whole share array's shape: the scheme's leading axes, then (m, p)."""
 
-    def columns(self, start: int, stop: int) -> np.ndarray:
-        """Columns start..stop-1 of every row."""
-
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows start..stop-1, every column."""
+    def block(self, rows: slice, columns: slice) -> np.ndarray:
+        """The block of the given rows and columns (slices with start and stop)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,11 +43,8 @@ class ArraySource:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.data.shape)
 
-    def columns(self, start: int, stop: int) -> np.ndarray:
-        return np.ascontiguousarray(self.data[..., start:stop])
-
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        return np.ascontiguousarray(self.data[..., start:stop, :])
+    def block(self, rows: slice, columns: slice) -> np.ndarray:
+        return np.ascontiguousarray(self.data[..., rows, columns])
 
 
 class Blocks(Protocol):
@@ -58,9 +53,7 @@ class Blocks(Protocol):
     @property
     def shape(self) -> tuple[int, int]: ...
 
-    async def columns(self, s: Scheme, start: int, stop: int) -> Shared: ...
-
-    async def rows(self, s: Scheme, start: int, stop: int) -> Shared: ...
+    async def block(self, s: Scheme, rows: slice, columns: slice) -> Shared: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,11 +67,8 @@ class Held:
         m, p = self.data.shape
         return m, p
 
-    async def columns(self, s: Scheme, start: int, stop: int) -> Shared:
-        return self.data[:, start:stop]
-
-    async def rows(self, s: Scheme, start: int, stop: int) -> Shared:
-        return self.data[start:stop]
+    async def block(self, s: Scheme, rows: slice, columns: slice) -> Shared:
+        return self.data[rows, columns]
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,10 +82,6 @@ class Streamed:
         m, p = self.source.shape[-2:]
         return m, p
 
-    async def columns(self, s: Scheme, start: int, stop: int) -> Shared:
-        (block,) = await s.input(self.source.columns(start, stop))
-        return block
-
-    async def rows(self, s: Scheme, start: int, stop: int) -> Shared:
-        (block,) = await s.input(self.source.rows(start, stop))
+    async def block(self, s: Scheme, rows: slice, columns: slice) -> Shared:
+        (block,) = await s.input(self.source.block(rows, columns))
         return block

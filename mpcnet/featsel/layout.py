@@ -1,0 +1,75 @@
+"""Layer: featsel. How a job is cut into blocks so that a server's memory stays within budget.
+
+Scoring holds, per data cell of a block, the cell's shares and those of its sign test (about
+SCORING_BYTES_PER_CELL, measured); a job also holds the label shares, D' and a fixed part for
+the interpreter and the ranking (``held_bytes``). The rest of the budget goes to blocks:
+
+- columns are scored ``columns`` at a time over all rows when a column fits;
+- when even one column of m rows does not, a column is scored in tiles of ``tile_rows`` rows
+  (``mpcnet.featsel.msgini.class_counts``: its column sum first, then the class counts of each
+  tile), so memory does not grow with m at all;
+- D' = D x T is computed ``product_rows`` rows at a time.
+
+The layout depends on public numbers only (m, p, the classes, k, the setting, the budget the
+servers agreed on), so every server cuts the job alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpcnet.errors import InputError
+
+DEFAULT_MEMORY_BUDGET = 2 << 30
+"""Bytes of memory a server may use for one job (2 GiB)."""
+
+SCORING_BYTES_PER_CELL = {"passive3": 260, "active3": 2400, "active4": 450}
+"""Peak bytes per data cell of a block being scored (measured: bench.large, bench/README)."""
+
+WORD_BYTES = {"passive3": 16, "active3": 64, "active4": 24}
+"""Bytes one party's share of one ring element takes (components, MAC, limbs)."""
+
+FIXED_BYTES = 256 << 20
+"""The interpreter, the ranking of the scores and the rest of a job's small state."""
+
+MIN_TILE_CELLS = 4096
+"""Rows of a column below which a tile is all overhead: the budget is refused instead."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The blocks of one job (all counts of rows or columns)."""
+
+    columns: int  # columns scored at once
+    tile_rows: int  # rows per scoring tile (m: whole columns)
+    product_rows: int  # rows of D' computed at once
+    usable: int  # bytes left for blocks
+
+    def figures(self, m: int, p: int) -> dict[str, int]:
+        return {"block_columns": self.columns, "blocks": -(-p // self.columns),
+                "tile_rows": self.tile_rows, "tiles": -(-m // self.tile_rows),
+                "row_blocks": -(-m // self.product_rows)}
+
+
+def held_bytes(setting: str, m: int, n_classes: int, k: int) -> int:
+    """What a job holds whatever its blocks: the label shares, D' and the fixed part."""
+    return FIXED_BYTES + m * (n_classes - 1 + k) * WORD_BYTES[setting]
+
+
+def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int) -> Layout:
+    """The blocks for this job within ``memory_budget`` bytes; refuses a budget too small for
+    one column, or a tile of MIN_TILE_CELLS rows of it."""
+    per_cell = SCORING_BYTES_PER_CELL[setting]
+    held = held_bytes(setting, m, n_classes, k)
+    usable = memory_budget - held
+    smallest = min(m, MIN_TILE_CELLS) * per_cell  # one column, or one tile of it
+    if usable < smallest:
+        need = held + smallest
+        raise InputError(f"a job on {m:,} rows with {n_classes} classes and k = {k} under "
+                         f"{setting} needs at least {need / 2**20:,.0f} MiB, over the memory "
+                         f"budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
+                         "memory_budget)")
+    columns = min(p, usable // (m * per_cell))
+    tile_rows = m if columns >= 1 else usable // per_cell
+    product_rows = m if columns >= p else max(1, min(m, usable // (p * per_cell)))
+    return Layout(max(1, columns), tile_rows, product_rows, usable)
