@@ -6,13 +6,14 @@ dataset's schema, encoded in fixed point. No sockets: ``client.uploads`` shares 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mpcnet.dataset import EncodingOptions, Table, class_codes, read_csv
+from mpcnet.dataset import CsvTable, EncodingOptions, Table, class_codes, scan_csv
 from mpcnet.errors import InputError, RangeError
 from mpcnet.fixedpoint import VALUE_BITS, auto_exponents, encode
 from parties import catalog
@@ -21,14 +22,27 @@ from parties.declared import Declared
 
 @dataclass(frozen=True)
 class Encoded:
-    """One contribution: its description (``catalog.contribution_meta``), its m x p
-    fixed-point values, each row's class code if it carries the label, and the declared
-    schema it was read by, if any."""
+    """One contribution: its description (``catalog.contribution_meta``), its table and
+    scale exponents (its m x p fixed-point values come a block of rows at a time:
+    ``blocks``), each row's class code if it carries the label, and the declared schema it
+    was read by, if any."""
 
     meta: dict[str, Any]
-    values: np.ndarray
+    table: Table | CsvTable
+    exponents: np.ndarray
     codes: np.ndarray | None
     declared: Declared | None = None
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, int64 fixed-point values) of consecutive blocks of rows."""
+        for start, block in self.table.chunks():
+            yield start, encode(block, self.exponents, self.table.columns, start)
+
+    @property
+    def values(self) -> np.ndarray:
+        """All of its fixed-point values (the offline tools)."""
+        blocks = [block for _, block in self.blocks()]
+        return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
 
 
 def declaration(view: dict[str, Any] | None, given: Declared | None, dataset: str
@@ -48,14 +62,14 @@ MIN_BITS = 16
 """Significant bits a later owner's largest value of a column must keep at the dataset's scale."""
 
 
-def _check_precision(table: Table, exps: np.ndarray, path: str | Path) -> None:
+def _check_precision(table: Table | CsvTable, exps: np.ndarray, path: str | Path) -> None:
     """Refuse to encode a later owner's column at a scale the first owner chose that would keep
     fewer than MIN_BITS significant bits of it (a first owner with huge values, or a dishonest
     one, must not silently round everyone else's values away)."""
     from mpcnet.fixedpoint import AUTO_BITS
 
-    own = auto_exponents(table.values, table.columns)
-    peak = np.abs(table.values).max(axis=0) if table.values.shape[0] else own * 0
+    peak = table.peaks
+    own = auto_exponents(peak.reshape(1, -1), table.columns)
     kept = AUTO_BITS - (own - exps)
     for j in np.flatnonzero((kept < MIN_BITS) & (peak > 0)):
         raise InputError(
@@ -70,7 +84,8 @@ def _check_precision(table: Table, exps: np.ndarray, path: str | Path) -> None:
 def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, dataset: str,
                         owner: str, layout: str, sharing: str, security: str,
                         label: str | None, drop: tuple[str, ...], options: EncodingOptions,
-                        declared: Declared | None = None, table: Table | None = None,
+                        declared: Declared | None = None,
+                        table: Table | CsvTable | None = None,
                         release: tuple[str, ...] = ("values",)) -> Encoded:
     """Read ``path`` (unless ``table`` is given), check it against the dataset the servers
     describe as ``view`` (None for a new dataset) and encode it: with the schema's scales and
@@ -94,7 +109,7 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
         options = EncodingOptions(options.categorical, options.missing,
                                   dict(schema["categories"]), options.ordinal_columns)
     if table is None:
-        table = read_csv(path, label, drop, options)
+        table = scan_csv(path, label, drop, options)
     if declared is not None:
         declared.check_table(table, str(path))
     columns = list(table.columns)
@@ -104,7 +119,7 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
         exps = np.asarray(schema["exponents"] if columns == schema["columns"]
                           else [0] * len(columns), dtype=np.int64)  # check_against says why
     else:
-        exps = auto_exponents(table.values, columns)
+        exps = auto_exponents(table.peaks.reshape(1, -1), columns)
     classes = codes = None
     if table.labels is not None:
         agreed = (list(declared.classes) if declared is not None and declared.classes
@@ -112,7 +127,7 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
         classes, codes = class_codes(table.labels, agreed)
     meta = catalog.contribution_meta(
         dataset=dataset, upload_id=uuid.uuid4().hex[:12], layout=layout, sharing=sharing,
-        rows=table.values.shape[0], columns=columns, exponents=exps.tolist(),
+        rows=table.rows, columns=columns, exponents=exps.tolist(),
         categories={k: v for k, v in table.categories.items() if k in columns},
         label=label if table.labels is not None else None, classes=classes,
         security=security, release=list(release),
@@ -122,7 +137,7 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
     if fixed or declared is not None:  # scales someone else chose
         _check_precision(table, exps, path)
     try:
-        values = encode(table.values, exps, columns)
+        _check_range(table, exps)
     except RangeError as exc:  # it names the row and column; say which file and why
         why = ("the dataset's declared schema fixes the column's scale; widen max_abs for a "
                "new dataset" if declared is not None else
@@ -130,4 +145,13 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
                "(other units) in every owner's file and share them to a new --dataset"
                if fixed else "rescale the column (other units)")
         raise RangeError(f"{path}: {exc}; {why}") from None
-    return Encoded(meta, values, codes, declared)
+    return Encoded(meta, table, exps, codes, declared)
+
+
+def _check_range(table: Table | CsvTable, exps: np.ndarray) -> None:
+    """Refuse, before anything is sent, a value that does not encode below 2^VALUE_BITS (the
+    columns' peaks tell whether one does; encoding the block that holds it names its row)."""
+    if (np.rint(np.ldexp(table.peaks, exps)) < 2.0**VALUE_BITS).all():
+        return
+    for start, block in table.chunks():
+        encode(block, exps, table.columns, start)

@@ -22,7 +22,7 @@ import numpy as np
 from client.connection import Connections, ServerSession, default_security
 from client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
-from mpcnet.errors import InputError, MPCError
+from mpcnet.errors import InputError, MPCError, PeerError
 from mpcnet.schemes.registry import sharing_of
 from parties import catalog
 
@@ -162,13 +162,14 @@ class Sharing(Connections):
         from mpcnet.dataset import indicators
         from mpcnet.ring import to_ring
 
-        values = done.values
-        rows = max(1, SHARE_BLOCK_BYTES // (8 * max(1, values.shape[1])))
-        for start in range(0, values.shape[0], rows):
-            yield "data", start, info.share(to_ring(values[start:start + rows]))
+        width = max(len(done.table.columns), len(done.meta["classes"] or []), 1)
+        rows = max(1, SHARE_BLOCK_BYTES // (8 * width))
+        for first, values in done.blocks():
+            for start in range(0, values.shape[0], rows):
+                yield "data", first + start, info.share(to_ring(values[start:start + rows]))
         classes = done.meta["classes"]
         if done.codes is not None and classes is not None:
-            for start in range(0, values.shape[0], rows):
+            for start in range(0, done.table.rows, rows):
                 codes = done.codes[start:start + rows]
                 yield "labels", start, info.share(indicators(codes, len(classes)))
 
@@ -191,7 +192,11 @@ class Sharing(Connections):
             for name, start, shares in blocks:
                 sent += shares[0].nbytes
                 for party, s in enumerate(sessions):
-                    await s.send_block(name, shares[party], start)
+                    try:
+                        await s.send_block(name, shares[party], start)
+                    except PeerError:  # it may have said why before it hung up
+                        await s._reply(timeout=self.dep.timeouts.probe)
+                        raise
             got = await asyncio.gather(*(s._reply() for s in sessions), return_exceptions=True)
             errors = [g for g in got if isinstance(g, BaseException)]
             if errors:

@@ -10,8 +10,10 @@ column and the remedy.
 Speed: cells are parsed column by column with ``np.fromiter(map(float, cells))``, which keeps
 the per-cell work in C (measured 2.5x faster than ``np.asarray(cells).astype(float)``); columns
 with gaps or text classify each distinct cell once and map the column through a lookup table.
-Memory: rows are parsed CHUNK_ROWS at a time, so a large file costs its float64 matrix and one
-chunk of strings (``read_csv``).
+Memory: rows are parsed CHUNK_CELLS cells at a time; ``scan_csv`` keeps only the labels, the
+codes of text columns and a few figures per column, and its ``CsvTable`` produces the values a
+chunk at a time again, so a client shares a large file without holding it (``read_csv`` holds
+the float64 matrix, for the offline tools).
 SpeedDating (8378 x 123, 59 text columns, 18,372 missing cells) loads in about 0.6 s on the
 2-core development machine, of which the csv module's parsing takes about 0.17 s.
 """
@@ -19,13 +21,12 @@ SpeedDating (8378 x 123, 59 text columns, 18,372 missing cells) loads in about 0
 from __future__ import annotations
 
 import csv
-import functools
 import gzip
 import itertools
 import math
 import zlib
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
@@ -80,6 +81,70 @@ class Table:
     values: np.ndarray
     labels: np.ndarray | None
     categories: dict[str, list[str]]
+
+    @property
+    def rows(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def peaks(self) -> np.ndarray:
+        """Each column's largest |value|."""
+        x = np.asarray(self.values, dtype=np.float64)
+        return np.abs(x).max(axis=0) if x.shape[0] else np.zeros(x.shape[1])
+
+    def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, values) of consecutive blocks of rows: here one block."""
+        yield 0, self.values
+
+
+@dataclass(frozen=True, eq=False)
+class CsvTable:
+    """A CSV file read and checked (``scan_csv``) whose values are produced a chunk of rows at
+    a time, each time from the file: the same interface as ``Table`` without its matrix."""
+
+    path: Path
+    columns: list[str]
+    labels: np.ndarray | None
+    categories: dict[str, list[str]]
+    rows: int
+    peaks: np.ndarray
+    positions: list[int]  # each column's position in the header
+    fills: dict[int, float]  # what a numeric column's gaps become
+    coded: dict[int, np.ndarray]  # the codes of the columns read as categories
+
+    def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+        rows = _rows(self.path)
+        width = len(next(rows)[1])
+        start = 0
+        for chunk in _batches(rows, width):
+            if start + len(chunk) > self.rows or any(len(c) != width for _, c in chunk):
+                raise InputError(f"{self.path}: the file changed while it was being read; "
+                                 "share it again once it is complete")
+            by_column = list(zip(*(cells for _, cells in chunk), strict=True))
+            block = np.empty((len(chunk), len(self.columns)))
+            for j, pos in enumerate(self.positions):
+                if j in self.coded:
+                    block[:, j] = self.coded[j][start:start + len(chunk)]
+                    continue
+                values, non_numeric = _numeric(by_column[pos])
+                if non_numeric:
+                    raise InputError(f"{self.path}: the file changed while it was being read; "
+                                     "share it again once it is complete")
+                block[:, j] = values
+                gaps = np.isnan(block[:, j])
+                if gaps.any():
+                    block[gaps, j] = self.fills[j]
+            yield start, block
+            start += len(chunk)
+        if start != self.rows:
+            raise InputError(f"{self.path}: the file changed while it was being read; share "
+                             "it again once it is complete")
+
+    def load(self) -> Table:
+        """The whole table in memory."""
+        blocks = [block for _, block in self.chunks()]
+        values = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+        return Table(self.columns, values, self.labels, self.categories)
 
 
 @dataclass(frozen=True)
@@ -152,14 +217,26 @@ def _read_text(path: Path) -> str:
     return text.removeprefix("\ufeff")
 
 
-CHUNK_ROWS = 20_000
-"""Rows parsed at a time: only this many rows exist as Python strings at once."""
+CHUNK_CELLS = 2_000_000
+"""Cells parsed at a time (about 20,000 rows of 100 columns): only this many cells exist as
+Python strings at once."""
+
+
+def _batches(rows: Iterator[tuple[int, list[str]]], width: int
+             ) -> Iterator[list[tuple[int, list[str]]]]:
+    """Consecutive chunks of about CHUNK_CELLS cells of rows ``width`` cells wide."""
+    size = max(1, CHUNK_CELLS // max(1, width))
+    while chunk := list(itertools.islice(rows, size)):
+        yield chunk
 
 
 def _open_text(path: Path) -> IO[str]:
     """The file as text, read incrementally: gunzipped if it starts with the gzip magic,
-    UTF-8 (a leading byte-order mark dropped)."""
+    UTF-8 (a leading byte-order mark dropped). It must be a regular file: it is read twice."""
     try:
+        if path.exists() and not path.is_file():
+            raise InputError(f"{path}: not a regular file; save it as a file first (it is read "
+                             "twice: to check it, then to share it)")
         with open(path, "rb") as f:
             magic = f.read(2)
         if magic == b"\x1f\x8b":
@@ -298,21 +375,28 @@ def _fill_missing(
     where: _Where, name: str, values: np.ndarray, missing: np.ndarray, how: str
 ) -> None:
     """Replace missing entries in place according to EncodingOptions.missing."""
+    present = values[~missing]
+    values[missing] = _fill_value(where, name, how, int(np.argmax(missing)),
+                                  float(present.sum()), present.size)
+
+
+def _fill_value(where: _Where, name: str, how: str, first_missing: int, total: float,
+                count: int) -> float:
+    """What the gaps of a column become (its first gap is row ``first_missing``; ``total``
+    and ``count`` are the sum and number of its values), or the refusal."""
     if how == "refuse":
-        row = int(np.argmax(missing))
         raise InputError(
-            f"{where(row, name)}: missing value; fill it in, drop the column, or choose "
-            "--missing zero|mean"
+            f"{where(first_missing, name)}: missing value; fill it in, drop the column, or "
+            "choose --missing zero|mean"
         )
     if how == "zero":
-        values[missing] = 0.0
-        return
-    if missing.all():
+        return 0.0
+    if count == 0:
         raise InputError(
             f"{where.path}: column {name!r} has no value at all, so --missing mean has no mean; "
             "drop the column or use --missing zero"
         )
-    values[missing] = values[~missing].mean()
+    return total / count
 
 
 def _read_labels(where: _Where, name: str, cells: Sequence[str]) -> np.ndarray:
@@ -332,38 +416,18 @@ def _read_labels(where: _Where, name: str, cells: Sequence[str]) -> np.ndarray:
 
 def _read_column(
     where: _Where, name: str, cells: Sequence[str], options: EncodingOptions
-) -> tuple[np.ndarray, list[str] | None]:
-    """A feature column as float64 (gaps filled) and its category list if it was coded."""
+) -> tuple[np.ndarray, list[str]]:
+    """A column read as categories: float64 codes (gaps filled) and its category list, once
+    ``_check_codable`` allows a column with text cells to be coded."""
     known = options.known_categories.get(name)
-    coded = known is not None or name in options.ordinal_columns
-    if not coded:
-        column, non_numeric = _numeric(cells)
-        if non_numeric:
-            _check_codable(where, name, cells, non_numeric, options.categorical)
-            coded = True
-    if not coded:
-        _finish_numeric(where, name, column, cells.__getitem__, options)
-        return column, None
+    if known is None and name not in options.ordinal_columns:
+        _, non_numeric = _numeric(cells)
+        _check_codable(where, name, cells, non_numeric, options.categorical)
     column, categories = _ordinal(cells, known)
     missing = np.isnan(column)
     if missing.any():
         _fill_missing(where, name, column, missing, options.missing)
     return column, categories
-
-
-def _finish_numeric(where: _Where, name: str, column: np.ndarray, cell: Callable[[int], str],
-                    options: EncodingOptions) -> None:
-    """Refuse infinities (``cell(row)`` is the row's text) and fill gaps, in place."""
-    infinite = np.isinf(column)
-    if infinite.any():
-        row = int(np.argmax(infinite))
-        raise InputError(
-            f"{where(row, name)}: {cell(row)!r} is infinite or too large for float64; "
-            "fix the cell"
-        )
-    missing = np.isnan(column)
-    if missing.any():
-        _fill_missing(where, name, column, missing, options.missing)
 
 
 def _check_codable(
@@ -395,25 +459,61 @@ def read_csv(
     drop: Sequence[str] = (),
     options: EncodingOptions = EncodingOptions(),
 ) -> Table:
-    """Read a CSV file with a header row into a Table; see EncodingOptions for text and gaps.
+    """Read a CSV file with a header row into a Table; see EncodingOptions for text and gaps."""
+    return scan_csv(path, label, drop, options).load()
 
-    The file is parsed CHUNK_ROWS rows at a time: numeric columns go straight into the float64
-    matrix, so memory is that matrix (8 bytes a cell) and one chunk's strings, not every cell
-    as a Python string. Columns with text (categories) need their whole column's cells; those
-    columns alone are read again in a second pass."""
+
+@dataclass
+class _Numbers:
+    """What the pass over one numeric column tells: its peak, gaps, sum and first infinity."""
+
+    peak: float = 0.0
+    first_missing: int = -1
+    total: float = 0.0
+    count: int = 0
+    infinite: tuple[int, str] | None = None
+
+    def add(self, start: int, values: np.ndarray, cells: Sequence[str]) -> None:
+        """Rows start.. of the column: their values (NaN for gaps) and cells."""
+        missing = np.isnan(values)
+        if missing.any() and self.first_missing < 0:
+            self.first_missing = start + int(np.argmax(missing))
+        infinite = np.isinf(values)
+        if infinite.any() and self.infinite is None:
+            row = int(np.argmax(infinite))
+            self.infinite = (start + row, cells[row])
+        present = values[~missing & ~infinite]
+        if present.size:
+            self.peak = max(self.peak, float(np.abs(present).max()))
+        self.total += float(present.sum())
+        self.count += present.size
+
+
+def scan_csv(
+    path: str | Path,
+    label: str | None = None,
+    drop: Sequence[str] = (),
+    options: EncodingOptions = EncodingOptions(),
+) -> CsvTable:
+    """Read and check a CSV file CHUNK_CELLS cells at a time, keeping only what its values
+    need (the labels, the codes of text columns, per column its peak and gap filling):
+    ``CsvTable.chunks`` then produces the values from the file. Columns with text need their
+    whole column's cells (to decide and code their categories as one file); those alone are
+    read again in a second pass."""
     path = Path(path)
     rows = _rows(path)
     header = _header(path, rows)
     _check_header(path, header, label, drop)
     columns = [name for name in header if name != label and name not in drop]
-    position = {name: pos for pos, name in enumerate(header)}
-    text_columns = {name for name in columns
-                    if name in options.known_categories or name in options.ordinal_columns}
+    positions = [header.index(name) for name in columns]
+    text = {j for j, name in enumerate(columns)
+            if name in options.known_categories or name in options.ordinal_columns}
+    numbers = [_Numbers() for _ in columns]
     lines: list[int] = []
     label_cells: list[str] = []
-    blocks: list[np.ndarray] = []
     where = _Where(path, lines)
-    while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
+    for chunk in _batches(rows, len(header)):
+        start = len(lines)
         for line, cells in chunk:
             lines.append(line)
             if len(cells) != len(header):
@@ -423,40 +523,42 @@ def read_csv(
                     "contain commas)"
                 )
         by_column = list(zip(*(cells for _, cells in chunk), strict=True))
-        block = np.full((len(chunk), len(columns)), np.nan)
-        for j, name in enumerate(columns):
-            if name not in text_columns:
-                values, text = _numeric(by_column[position[name]])
-                if text:
-                    text_columns.add(name)
+        for j, pos in enumerate(positions):
+            if j not in text:
+                values, non_numeric = _numeric(by_column[pos])
+                if non_numeric:
+                    text.add(j)
                 else:
-                    block[:, j] = values
+                    numbers[j].add(start, values, by_column[pos])
         if label is not None:
-            label_cells.extend(by_column[position[label]])
-        blocks.append(block)
+            label_cells.extend(by_column[header.index(label)])
     if not lines:
         raise InputError(f"{path}: the file has a header but no data rows; add data rows")
-    values = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
-    del blocks
     labels = None if label is None else _read_labels(where, label, label_cells)
     del label_cells
+    cells_of = _column_cells(path, [positions[j] for j in sorted(text)])
+    peaks = np.zeros(len(columns))
+    fills: dict[int, float] = {}
+    coded: dict[int, np.ndarray] = {}
     categories: dict[str, list[str]] = {}
-    text_cells = _column_cells(path, [position[name] for name in columns
-                                      if name in text_columns])
     for j, name in enumerate(columns):
-        if name in text_columns:
-            values[:, j], coded = _read_column(where, name, text_cells[position[name]], options)
-            if coded is not None:
-                categories[name] = coded
-        else:
-            _finish_numeric(where, name, values[:, j],
-                            functools.partial(_cell, path, position[name]), options)
-    return Table(columns=columns, values=values, labels=labels, categories=categories)
-
-
-def _cell(path: Path, position: int, row: int) -> str:
-    """One data row's cell (for an error message: a pass over the file)."""
-    return _column_cells(path, [position])[position][row]
+        if j in text:
+            coded[j], categories[name] = _read_column(where, name, cells_of[positions[j]],
+                                                      options)
+            peaks[j] = float(np.abs(coded[j]).max())
+            continue
+        seen = numbers[j]
+        if seen.infinite is not None:
+            row, cell = seen.infinite
+            raise InputError(f"{where(row, name)}: {cell!r} is infinite or too large for "
+                             "float64; fix the cell")
+        peaks[j] = seen.peak
+        if seen.first_missing >= 0:
+            fills[j] = _fill_value(where, name, options.missing, seen.first_missing,
+                                   seen.total, seen.count)
+            peaks[j] = max(peaks[j], abs(fills[j]))
+    return CsvTable(path, columns, labels, categories, len(lines), peaks, positions, fills,
+                    coded)
 
 
 def _column_cells(path: Path, positions: list[int]) -> dict[int, list[str]]:

@@ -83,10 +83,11 @@ def auto_exponents(values: np.ndarray, columns: list[str] | None = None) -> np.n
 
 
 def encode(
-    values: np.ndarray, exponents: np.ndarray, columns: list[str] | None = None
+    values: np.ndarray, exponents: np.ndarray, columns: list[str] | None = None,
+    first_row: int = 0,
 ) -> np.ndarray:
     """Encode an m x p float matrix as int64 round(x_ij * 2**e_j), refusing
-    |x_enc| >= 2**VALUE_BITS."""
+    |x_enc| >= 2**VALUE_BITS (naming the row as row ``first_row`` + i of the file)."""
     x = _check_matrix(values, columns)
     exps = np.asarray(exponents)
     if exps.shape != (x.shape[1],) or not np.issubdtype(exps.dtype, np.integer):
@@ -99,7 +100,7 @@ def encode(
     if over.any():
         i, j = np.argwhere(over)[0]
         raise RangeError(
-            f"fixed point: row {i + 1}, column {_column_name(columns, j)}: value "
+            f"fixed point: row {first_row + i + 1}, column {_column_name(columns, j)}: value "
             f"{float(x[i, j])!r} encodes to about {scaled[i, j]:.4g} at the column's scale "
             f"exponent {exps[j]} (x * 2**{exps[j]}), but encoded values must stay below "
             f"2**{VALUE_BITS} in magnitude, so at this scale |x| < "

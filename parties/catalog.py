@@ -31,11 +31,15 @@ from typing import Any
 
 from mpcnet.config import NAME_RE
 from mpcnet.errors import ConfigError, InputError
-from mpcnet.fixedpoint import EXPONENT_RANGE, VALUE_BITS
+from mpcnet.fixedpoint import EXPONENT_RANGE, MAX_ROWS, VALUE_BITS
 from mpcnet.schemes import registry
 from parties.declared import Declared
 
 LAYOUTS = ("rows", "columns")
+MAX_COLUMNS = 1 << 20
+MAX_CELLS = 1 << 32
+"""Bounds on one contribution (and a dataset): rows below MAX_ROWS (the exact split test's
+bound), columns and cells so that no upload claims more disk than a job could ever use."""
 OLD_VALUE_BITS = 40
 """The bound on encoded values of contributions that do not record theirs (clients before
 ``value_bits``); they were refused only from 2^40 on."""
@@ -95,6 +99,10 @@ def check_meta(meta: Meta) -> None:
                         "strings")
     if not _integer(meta.get("rows")) or meta["rows"] < 1:
         raise _fail(ds, "a contribution needs at least one row")
+    if meta["rows"] >= MAX_ROWS or len(cols) > MAX_COLUMNS or meta["rows"] * len(cols) > MAX_CELLS:
+        raise _fail(ds, f"a contribution may have fewer than {MAX_ROWS:,} rows, at most "
+                        f"{MAX_COLUMNS:,} columns and {MAX_CELLS:,} cells; this one has "
+                        f"{meta['rows']:,} x {len(cols):,}")
     has_label = meta.get("label") is not None
     classes = meta.get("classes")
     if has_label and (not isinstance(meta["label"], str) or not isinstance(classes, list)
@@ -164,6 +172,11 @@ def assemble(name: str, layout: str, sharing: str, entries: list[dict[str, Any]]
     for e in ordered:
         state = _add(state, name, layout, sharing, e)
     assert state is not None
+    p = len(state["schema"]["columns"])
+    if state["rows"] >= MAX_ROWS or p > MAX_COLUMNS or state["rows"] * p > MAX_CELLS:
+        raise _fail(name, f"it would have {state['rows']:,} rows x {p:,} columns; a dataset "
+                          f"may have fewer than {MAX_ROWS:,} rows, at most {MAX_COLUMNS:,} "
+                          f"columns and {MAX_CELLS:,} cells")
     return state
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mpcnet.dataset import MISSING_POLICIES, EncodingOptions, Table, class_codes
+from mpcnet.dataset import MISSING_POLICIES, CsvTable, EncodingOptions, Table, class_codes
 from mpcnet.errors import InputError
 from mpcnet.fixedpoint import EXPONENT_RANGE, VALUE_BITS, auto_exponents
 
@@ -160,7 +160,7 @@ class Declared:
                                                  for c in self.columns
                                                  if c.kind == "categorical"})
 
-    def check_table(self, table: Table, path: str) -> None:
+    def check_table(self, table: Table | CsvTable, path: str) -> None:
         """An owner's file read with ``options``: the declared columns in order, every value
         within its column's range, no category or class beyond the declared ones."""
         if table.columns != self.names:
@@ -180,12 +180,15 @@ class Declared:
                 continue
             bound = c.max_abs if c.max_abs is not None else math.ldexp(2.0**VALUE_BITS,
                                                                        -c.exponent)
-            over = np.flatnonzero(np.abs(table.values[:, j]) > bound)
-            if over.size:
-                row = int(over[0])
-                raise InputError(f"{path}: row {row + 1}, column {c.name!r}: "
-                                 f"{float(table.values[row, j])!r} is outside the declared range "
-                                 f"|x| <= {bound:g}")
+            if table.peaks[j] <= bound:
+                continue
+            for start, block in table.chunks():  # find the first row beyond it
+                over = np.flatnonzero(np.abs(block[:, j]) > bound)
+                if over.size:
+                    row = int(over[0])
+                    raise InputError(f"{path}: row {start + row + 1}, column {c.name!r}: "
+                                     f"{float(block[row, j])!r} is outside the declared "
+                                     f"range |x| <= {bound:g}")
         if self.classes is not None and table.labels is not None:
             got, _ = class_codes(table.labels, list(self.classes))
             if len(got) > len(self.classes):

@@ -14,6 +14,7 @@ input shares as loaded. The product uses the defaults; the cheating-server harne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -48,16 +49,25 @@ def _as_loaded(data: ShareSource, labels: np.ndarray | None) -> Shares:
 
 
 async def agreed_budget(engine: RoundEngine, mine: int) -> int:
-    """The smallest ``memory_budget`` of the job's servers (one round): every server must lay
-    the job out alike (column and row blocks, the top-k method), and each server's deployment
-    file may set its own. A server that claims a tiny one can only make the job refuse, which
-    it could do anyway."""
-    budgets = [mine]
-    for peer, got in (await engine.broadcast(np.array([mine], dtype=np.uint64))).items():
-        if got.dtype != np.uint64 or got.shape != (1,):
-            raise PeerError(f"party {peer} sent a malformed memory budget")
-        budgets.append(int(got[0]))
-    return min(budgets)
+    """The smallest ``memory_budget`` of the job's servers: every server must lay the job out
+    alike (column and row blocks, the top-k method), and each server's deployment file may
+    set its own. Two rounds: the budgets, then the minimum each server took, which must
+    agree (a server that told two others different budgets is caught here, not by a layout
+    that differs later). A server that claims a tiny budget can only make the job refuse,
+    which it could do anyway."""
+    async def exchange(value: int, what: str) -> list[int]:
+        values = [value]
+        for peer, got in (await engine.broadcast(np.array([value], dtype=np.uint64))).items():
+            if got.dtype != np.uint64 or got.shape != (1,):
+                raise PeerError(f"party {peer} sent a malformed {what}")
+            values.append(int(got[0]))
+        return values
+
+    agreed = min(await exchange(mine, "memory budget"))
+    if len(set(await exchange(agreed, "agreed memory budget"))) != 1:
+        raise CheatingDetected("memory budget", "the servers took different memory budgets: "
+                                                "one of them sent different ones to the others")
+    return agreed
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,7 @@ class JobRunner:
         self.engines[job.id] = engine
         staged: Path | None = None
         start = time.perf_counter()
+        closing = contextlib.ExitStack()
         try:
             # reading and checking (SHA-256) the shares may take long: not on the event loop
             manifest, stored, labels = await asyncio.to_thread(self.storage.load_dataset,
@@ -109,6 +120,7 @@ class JobRunner:
                 raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
                                  "(a contribution was committed meanwhile); run it again")
             catalog.ready_for_selection(manifest, job.k, job.security)
+            closing.callback(stored.close)
             data, labels = self.runtime.inputs(stored, labels)
             if labels is None:
                 raise InputError(f"dataset {job.dataset!r} has no label")
@@ -150,6 +162,7 @@ class JobRunner:
             return self._failed(job, f"{type(exc).__name__} on {self.name}: {exc}", engine,
                                 start)
         finally:
+            closing.close()
             if staged is not None:
                 self.storage.discard(staged)
             self.engines.pop(job.id, None)

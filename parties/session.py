@@ -142,8 +142,10 @@ class ClientSession:
                 await asyncio.to_thread(up.receive, part, arr, start)
         except BaseException as exc:
             up.abort()
-            if isinstance(exc, PeerError) and not self.conn.closed:
-                # it stopped mid-upload, maybe inside a frame: say why, then end the session
+            if isinstance(exc, MPCError) and not self.conn.closed:
+                # it stopped mid-upload (a bad block, or the link): the client may still be
+                # sending blocks, which must not be read as requests: say why, then end the
+                # session
                 with contextlib.suppress(PeerError):
                     self.send(wire.Refused(exc))
                 self.conn.close()

@@ -26,27 +26,47 @@ READ_BYTES = 32 << 20  # rows are read in pieces of about this size
 
 @dataclass(frozen=True)
 class ShareFile:
-    """One stored share array: where its data start and its shape."""
+    """One stored share array, open: where its data start and its shape. Every read goes
+    through the descriptor its checksum was taken through, so a file withdrawn (unlinked) or
+    replaced meanwhile does not change what a job reads."""
 
     path: Path
+    fd: int
     offset: int
     shape: tuple[int, ...]
 
     @classmethod
-    def open(cls, path: Path) -> ShareFile:
+    def open(cls, path: Path, sha256: str | None = None) -> ShareFile:
+        """Open the file and parse its header, after checking ``sha256`` if given."""
         try:
-            with open(path, "rb") as f:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise StorageError(f"{path.name} is missing ({exc.strerror}); restore it from a "
+                               "backup") from None
+        try:
+            with open(fd, "rb", closefd=False) as f:
+                if sha256 is not None and hashlib.file_digest(f, "sha256").hexdigest() != sha256:
+                    raise StorageError(f"{path} is damaged (SHA-256 differs from its "
+                                       "manifest); restore it from a backup")
+                f.seek(0)
                 version = np.lib.format.read_magic(f)
                 read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                                else np.lib.format.read_array_header_2_0)
                 shape, fortran, dtype = read_header(f)
                 offset = f.tell()
+            if fortran or dtype != np.uint64:
+                raise StorageError(f"{path} is not a uint64 share file in C order")
         except (OSError, ValueError) as exc:
+            os.close(fd)
             raise StorageError(f"{path} cannot be read as a share file ({exc}); restore it "
                                "from a backup") from None
-        if fortran or dtype != np.uint64:
-            raise StorageError(f"{path} is not a uint64 share file in C order")
-        return cls(path, offset, tuple(shape))
+        except StorageError:
+            os.close(fd)
+            raise
+        return cls(path, fd, offset, tuple(shape))
+
+    def close(self) -> None:
+        os.close(self.fd)
 
     @property
     def rows(self) -> int:
@@ -57,12 +77,16 @@ class ShareFile:
         lead, (m, p) = self.shape[:-2], self.shape[-2:]
         out = np.empty(lead + (stop - start, p), dtype=np.uint64)
         flat = out.reshape(-1, stop - start, p)
-        with open(self.path, "rb") as f:
-            for i in range(flat.shape[0]):
-                f.seek(self.offset + (i * m + start) * p * 8)
-                if f.readinto(memoryview(flat[i]).cast("B")) != flat[i].nbytes:
-                    raise StorageError(f"{self.path} is shorter than its header says; restore "
-                                       "it from a backup")
+        for i in range(flat.shape[0]):
+            view = memoryview(flat[i]).cast("B")
+            done = 0
+            while done < view.nbytes:
+                got = os.preadv(self.fd, [view[done:]],
+                                self.offset + (i * m + start) * p * 8 + done)
+                if got == 0:
+                    raise StorageError(f"{self.path} is shorter than its header says; "
+                                       "restore it from a backup")
+                done += got
         return out
 
 
@@ -79,6 +103,10 @@ class StoredShares:
 
     files: Sequence[ShareFile]
     by_rows: bool
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
 
     @property
     def shape(self) -> tuple[int, ...]:

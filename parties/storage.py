@@ -39,7 +39,7 @@ import numpy as np
 
 from mpcnet.config import NAME_RE
 from mpcnet.errors import StorageError
-from parties.sharefiles import ShareFile, StoredShares, sha256_of
+from parties.sharefiles import ShareFile, StoredShares
 
 log = logging.getLogger("mpcnet.storage")
 
@@ -224,28 +224,24 @@ class Storage:
             raise StorageError(f"{path} cannot be read ({exc}); restore it from a backup") from None
 
     def checked_file(self, folder: Path, entry: dict[str, Any]) -> ShareFile:
-        """A stored share file, after checking its SHA-256 against the manifest (streamed)."""
-        path = inside(folder, entry["file"], "share file")
-        try:
-            digest = sha256_of(path)
-        except OSError as exc:
-            raise StorageError(f"{path} is missing ({exc}); restore it from a backup") from None
-        if digest != entry["sha256"]:
-            raise StorageError(f"{path} is damaged (SHA-256 differs from its manifest); "
-                               "restore it from a backup")
-        return ShareFile.open(path)
+        """A stored share file, open, after checking its SHA-256 against the manifest
+        (streamed, through the descriptor every later read uses); the caller closes it."""
+        return ShareFile.open(inside(folder, entry["file"], "share file"), entry["sha256"])
 
     def load_array(self, folder: Path, entry: dict[str, Any]) -> np.ndarray:
         """A (small) stored share array, checked, in memory."""
         f = self.checked_file(folder, entry)
-        return f.read_rows(0, f.rows)
+        try:
+            return f.read_rows(0, f.rows)
+        finally:
+            f.close()
 
     def verify_all(self) -> int:
         """Check every stored file against its checksum; returns how many were checked."""
         n = 0
         for folder in self._stored_folders():
             for entry in self._files(self._read(folder / "manifest.json")):
-                self.checked_file(folder, entry)
+                self.checked_file(folder, entry).close()
                 n += 1
         return n
 
@@ -316,12 +312,21 @@ class Storage:
             raise StorageError(f"dataset {name!r} is not stored here")
         folder = inside(self.datasets, name, "dataset")
         n_classes = len(manifest["schema"]["classes"] or [])
-        datas, labels = [], []
-        for c in manifest["contributions"]:
-            datas.append(self.checked_file(folder, c["files"]["data"]))
-            if "labels" in c["files"]:
-                labels.append(_label_matrix(self.load_array(folder, c["files"]["labels"]),
-                                            len(c["classes"]), n_classes, name))
+        datas: list[ShareFile] = []
+        labels = []
+        try:
+            for c in manifest["contributions"]:
+                datas.append(self.checked_file(folder, c["files"]["data"]))
+                if datas[-1].shape[-2:] != (c["rows"], len(c["columns"])):
+                    raise StorageError(f"{datas[-1].path} holds a {datas[-1].shape} array, not "
+                                       f"the {c['rows']} x {len(c['columns'])} its manifest "
+                                       "lists; restore it from a backup")
+                if "labels" in c["files"]:
+                    labels.append(_label_matrix(self.load_array(folder, c["files"]["labels"]),
+                                                len(c["classes"]), n_classes, name))
+        except BaseException:
+            StoredShares(datas, True).close()
+            raise
         data = StoredShares(datas, manifest["layout"] == "rows")
         label = None
         if labels:

@@ -124,3 +124,13 @@ def test_rows_are_bounded_by_the_values_contributions_were_encoded_for() -> None
     catalog.ready_for_selection(build((dict(old, rows=(1 << 22) - 1), "b", 1)), 1, "passive3")
     with pytest.raises(InputError, match="value_bits must be"):
         catalog.entry(dict(meta("3"), value_bits=41), "c")
+
+
+def test_contributions_and_datasets_are_bounded_in_size() -> None:
+    """Uploads are written in place block by block: a description claiming more rows than
+    any job can use (or absurdly many cells) is refused before any block is sent."""
+    for rows, cols in [(1 << 24, 2), (10**12, 2), (1 << 20, 5000)]:
+        with pytest.raises(InputError, match="a contribution may have fewer than"):
+            catalog.entry(meta("1", rows=rows, cols=tuple(f"c{j}" for j in range(cols))), "a")
+    with pytest.raises(InputError, match="a dataset may have fewer than"):
+        build((meta("1", rows=(1 << 23)), "a", 1), (meta("2", rows=(1 << 23)), "b", 2))

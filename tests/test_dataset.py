@@ -278,7 +278,7 @@ def test_chunks_read_exactly_like_one_pass(monkeypatch: pytest.MonkeyPatch) -> N
     from mpcnet import dataset
 
     whole = {name: read_bundled(name) for name in ("speeddating", "lsvt")}
-    monkeypatch.setattr(dataset, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(dataset, "CHUNK_CELLS", 7 * 124)
     for name, expected in whole.items():
         got = read_bundled(name)
         assert got.columns == expected.columns and got.categories == expected.categories
@@ -290,7 +290,7 @@ def test_errors_past_the_first_chunk_name_their_row(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from mpcnet import dataset
 
-    monkeypatch.setattr(dataset, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(dataset, "CHUNK_CELLS", 6)
     body = "a,b,y\n" + "".join(f"{i},{i % 3},c{i % 2}\n" for i in range(5))
     refused(write(tmp_path, (body + "1,2\n").encode()), "row 6 (line 7)", "has 2 cells")
     refused(write(tmp_path, (body + "1,inf,c1\n").encode()), "row 6 (line 7)", "'inf'",
@@ -300,3 +300,25 @@ def test_errors_past_the_first_chunk_name_their_row(tmp_path: Path,
     table = read_csv(write(tmp_path, (body + "1,x,c1\n" * 9).encode()), "y",
                      options=EncodingOptions(categorical="ordinal"))
     assert table.categories == {"b": ["0", "1", "2", "x"]}  # numeric-looking chunks too
+
+
+def test_a_file_that_changes_between_passes_is_refused(tmp_path: Path) -> None:
+    """The client reads a large file twice (checks, then the values to share): a file
+    changed in between is refused, not shared half old and half new."""
+    from mpcnet.dataset import scan_csv
+
+    path = write(tmp_path, "a,y\n1,p\n2,q\n3,p\n")
+    table = scan_csv(path, "y")
+    assert table.rows == 3 and table.peaks.tolist() == [3.0]
+    for changed in ("a,y\n1,p\n2,q\n", "a,y\n1,p\n2,q\n3,p\n4,q\n"):
+        path.write_text(changed)
+        with pytest.raises(InputError, match="changed while it was being read"):
+            list(table.chunks())
+
+
+def test_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    refused(fifo, "not a regular file", "read twice")

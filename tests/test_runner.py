@@ -20,6 +20,21 @@ def test_every_server_takes_the_smallest_budget() -> None:
     assert outcomes(3, party) == [1 << 30] * 3
 
 
+def test_a_server_telling_each_a_different_budget_is_caught() -> None:
+    from mpcnet.errors import CheatingDetected
+
+    async def party(engine):  # type: ignore[no-untyped-def]
+        if engine.party == 2:  # tells party 0 a small budget and party 1 a large one
+            await engine.exchange({0: np.array([1 << 20], np.uint64),
+                                   1: np.array([1 << 40], np.uint64)}, [0, 1])
+            await engine.broadcast(np.array([1 << 20], np.uint64))
+            return None
+        return await agreed_budget(engine, 1 << 30)
+
+    got = outcomes(3, party)
+    assert any(isinstance(o, CheatingDetected) and o.check == "memory budget" for o in got), got
+
+
 def test_a_malformed_budget_is_named() -> None:
     async def party(engine):  # type: ignore[no-untyped-def]
         if engine.party == 1:

@@ -65,3 +65,16 @@ def test_a_short_file_is_named(tmp_path: Path) -> None:
         handle.truncate(f.offset + 8 * 20)
     with pytest.raises(StorageError, match="shorter than its header"):
         f.read_rows(0, 6)
+
+
+def test_a_job_reads_what_it_checked_even_if_the_file_goes(tmp_path: Path) -> None:
+    """A contribution withdrawn (its file unlinked) or replaced while a job runs: the job
+    keeps reading, through its descriptor, the file whose checksum it took."""
+    array = np.arange(24, dtype=np.uint64).reshape(2, 4, 3)
+    np.save(tmp_path / "s.npy", array)
+    f = ShareFile.open(tmp_path / "s.npy", sha256_of(tmp_path / "s.npy"))
+    (tmp_path / "s.npy").unlink()
+    np.save(tmp_path / "s.npy", array + 1)
+    np.testing.assert_array_equal(StoredShares([f], True).block(slice(1, 3), slice(None)),
+                                  array[:, 1:3])
+    f.close()

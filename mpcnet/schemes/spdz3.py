@@ -475,6 +475,12 @@ class Spdz3(Rep3):
         self._claim[check].update(np.ascontiguousarray(mine).data)
         self._expect[check].update(np.ascontiguousarray(third).data)
 
+    def recheck(self, *values: Shared) -> None:
+        """Queue the (value, MAC) pairs of ``values`` for the next MAC check (``Scheme``)."""
+        for x in values:
+            assert not x.binary, "binary shares carry no MACs"
+            self._macs.append(np.ascontiguousarray(x.data).reshape(2, 2, 2, -1))
+
     async def verify(self) -> None:
         """Check every queued product, AND and input: four rounds (three without ANDs, one
         with only inputs); nothing when nothing is queued."""
