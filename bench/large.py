@@ -90,7 +90,7 @@ def growth(points: list[dict[str, Any]], key: str, sweep: str) -> str:
     if len(pts) < 2:
         return "–"
     b = np.polyfit(np.log([x for x, _ in pts]), np.log([y for _, y in pts]), 1)[0]
-    return f"{b:.2f}"
+    return f"{b + 0.0:.2f}".replace("-0.00", "0.00")
 
 
 def _plan_text(plan: dict[str, Any] | None) -> str:
@@ -137,26 +137,16 @@ def render(result: dict[str, Any]) -> str:
 
 def plot(result: dict[str, Any], folder: Path) -> list[str]:
     """Per sweep: job time, rounds, MB sent and peak memory, each per server."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = {"passive3": "tab:blue", "active3": "tab:green", "active4": "tab:red"}
     files = []
     for sweep in SWEEPS:
-        pts = [d for d in result["points"] if d["sweep"] == sweep and "skipped" not in d]
+        pts, fig, axes = report.sweep_figure(result, sweep)
         if not pts:
             continue
-        fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
         panels = [("job_s", "servers' job time (s)", 1.0), ("rounds", "rounds", 1.0),
                   ("sent_per_server", "MB sent per server", 1e-6),
                   ("peak_per_server", "peak memory per server (GB)", 1e-9)]
         for ax, (key, title, scale) in zip(axes.flat, panels, strict=True):
-            for sec in result["securities"]:
-                sel = sorted((d for d in pts if d["security"] == sec), key=lambda d: d[sweep])
-                if sel:
-                    ax.plot([d[sweep] for d in sel], [d[key] * scale for d in sel], "o-",
-                            color=colors.get(sec), label=sec)
+            report.plot_settings(ax, pts, result["securities"], sweep, key, scale)
             ax.set_xscale("log")
             if key != "peak_per_server":
                 ax.set_yscale("log")
@@ -170,11 +160,7 @@ def plot(result: dict[str, Any], folder: Path) -> list[str]:
         fig.suptitle("Large datasets over TLS, per server ("
                      + (f"p = {fixed['p']}" if sweep == "m" else f"m = {fixed['m']:,}")
                      + f", k = {fixed['k']})")
-        fig.tight_layout()
-        path = folder / f"large_{sweep}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files.append(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+        files.append(report.save_figure(fig, folder, f"large_{sweep}.png"))
     return files
 
 

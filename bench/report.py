@@ -260,6 +260,44 @@ def code_version() -> str:
     return f"commit {head}" + (" with local changes" if dirty else "") if head else "unknown"
 
 
+SETTING_COLORS = {"passive3": "tab:blue", "active3": "tab:green", "active4": "tab:red"}
+
+
+def plot_settings(ax: Any, points: list[dict[str, Any]], securities: list[str], x: str, y: str,
+                  scale: float, label: str = "") -> None:
+    """One line per setting through ``points`` (dicts with "security"): x against y * scale."""
+    for sec in securities:
+        sel = sorted((d for d in points if d["security"] == sec), key=lambda d: d[x])
+        if sel:
+            ax.plot([d[x] for d in sel], [d[y] * scale for d in sel], "o-",
+                    color=SETTING_COLORS.get(sec), label=sec + label)
+
+
+def sweep_figure(result: dict[str, Any], sweep: str) -> tuple[list[dict[str, Any]], Any, Any]:
+    """The points of one sweep that ran, and a 2 x 2 figure for them (matplotlib, Agg)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [d for d in result["points"] if d["sweep"] == sweep and "skipped" not in d]
+    if not points:
+        return points, None, None
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    return points, fig, axes
+
+
+def save_figure(fig: Any, folder: Path, name: str) -> str:
+    """Write a matplotlib figure as ``folder/name`` (PNG) and close it; its path, relative to
+    the repository when inside it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = folder / name
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+
+
 def run_header(result: dict[str, Any], title: str, load_note: str = "") -> list[str]:
     """A report's title and how, when and where the benchmark ran (``load_note`` follows the
     load average, e.g. " (other jobs add noise)")."""

@@ -332,29 +332,21 @@ def _log_axis(axis: Any, set_scale: Any) -> None:
 
 def plot(result: dict[str, Any], folder: Path) -> list[str]:
     """One PNG per sweep: time, rounds, MB sent per party, peak memory."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = {"passive3": "tab:blue", "active3": "tab:green", "active4": "tab:red"}
+    colors = report.SETTING_COLORS
     fixed_text = {"m": f"p = {SPEED_P}, k = {SPEED_K}", "p": "m = 2,000, k = 40",
                   "k": f"m = 2,000, p = {SPEED_P}"}
     files = []
     for sweep in ("m", "p", "k"):
-        pts = [d for d in result["points"] if d["sweep"] == sweep and "skipped" not in d]
+        pts, fig, axes = report.sweep_figure(result, sweep)
         if not pts:
             continue
-        fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
         panels = [("seconds", "wall time (s)", 1.0), ("rounds", "rounds", 1.0),
                   ("bytes_sent", "MB sent per party", 1e-6),
                   ("peak_bytes", "peak memory, all parties (GB)", 1e-9)]
         for ax, (key, title, scale) in zip(axes.flat, panels, strict=True):
+            report.plot_settings(ax, pts, result["securities"], sweep, key, scale,
+                                 ", in-process")
             for sec in result["securities"]:
-                sel = sorted((d for d in pts if d["security"] == sec), key=lambda d: d[sweep])
-                if not sel:
-                    continue
-                ax.plot([d[sweep] for d in sel], [d[key] * scale for d in sel], "o-",
-                        color=colors.get(sec), label=f"{sec}, in-process")
                 if sweep == "m":
                     net = [d for d in result["network"] if d["security"] == sec
                            and "skipped" not in d]
@@ -383,11 +375,7 @@ def plot(result: dict[str, Any], folder: Path) -> list[str]:
                                 xytext=(-6, 0), textcoords="offset points", fontsize=8,
                                 color="grey", ha="right")
         fig.suptitle(f"Private MS-GINI selection against {sweep} ({fixed_text[sweep]})")
-        fig.tight_layout()
-        path = folder / f"scaling_{sweep}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files.append(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+        files.append(report.save_figure(fig, folder, f"scaling_{sweep}.png"))
     return files
 
 

@@ -98,3 +98,32 @@ def test_emulated_network_smoke(tmp_path: Path) -> None:
     links = [p["link"]["name"] for p in raw["emulated"]["profiles"]]
     assert "lan" in links
     assert "## Emulated network" in out.read_text(encoding="utf-8")
+
+
+def test_large_report_and_growth(tmp_path: Path) -> None:
+    """bench.large's report, exponents and plots from made-up points (its runs use the same
+    run_case as above): a linear sweep has exponent 1, a skipped point is listed."""
+    from bench import large
+
+    points = [{"sweep": "m", "security": "passive3", "m": m, "p": 100, "k": 10,
+               "share_cli_s": 1.0, "job_s": m / 1e4, "rounds": 50, "sent_per_server": m * 640,
+               "peak_per_server": 1.6e9, "equal": True, "plan": None} for m in (10**4, 10**5)]
+    points.append({"sweep": "m", "security": "passive3", "m": 10**6, "p": 100, "k": 10,
+                   "skipped": "skipped: about 100 s estimated"})
+    assert large.growth(points, "job_s", "m") == "1.00"
+    assert large.growth(points, "peak_per_server", "m") == "0.00"
+    result = {"command": "python -m bench.large", "wall_s": 1.0, "date": "d", "machine": "x",
+              "load_start": 0.0, "load_end": 0.0, "securities": ["passive3"], "points": points,
+              "budget": "2 GiB", "plots": large.plot({"points": points,
+                                                      "securities": ["passive3"]}, tmp_path)}
+    text = large.render(result)
+    assert "| m | passive3 | 1,000,000 | 100 | 10 | skipped: about 100 s" in text
+    assert "| m | passive3 | 1.00 | 1.00 | 0.00 |" in text
+    assert (tmp_path / "large_m.png").stat().st_size > 1000
+
+
+def test_planner_unit_costs_are_measured() -> None:
+    from bench import planner
+
+    costs = planner.unit_costs("passive3")
+    assert all(0 < v < 1 for v in costs.values()), costs
