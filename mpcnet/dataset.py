@@ -111,8 +111,12 @@ class CsvTable:
     positions: list[int]  # each column's position in the header
     fills: dict[int, float]  # what a numeric column's gaps become
     coded: dict[int, np.ndarray]  # the codes of the columns read as categories
+    stamp: tuple[int, int, int]  # the file's inode, size and modification time when read
 
     def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+        if _stamp(self.path) != self.stamp:
+            raise InputError(f"{self.path}: the file changed while it was being read; share "
+                             "it again once it is complete")
         rows = _rows(self.path)
         width = len(next(rows)[1])
         start = 0
@@ -503,6 +507,7 @@ def scan_csv(
     path = Path(path)
     rows = _rows(path)
     header = _header(path, rows)
+    stamp = _stamp(path)
     _check_header(path, header, label, drop)
     columns = [name for name in header if name != label and name not in drop]
     positions = [header.index(name) for name in columns]
@@ -558,7 +563,12 @@ def scan_csv(
                                    seen.total, seen.count)
             peaks[j] = max(peaks[j], abs(fills[j]))
     return CsvTable(path, columns, labels, categories, len(lines), peaks, positions, fills,
-                    coded)
+                    coded, stamp)
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _column_cells(path: Path, positions: list[int]) -> dict[int, list[str]]:

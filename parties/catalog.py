@@ -99,10 +99,11 @@ def check_meta(meta: Meta) -> None:
                         "strings")
     if not _integer(meta.get("rows")) or meta["rows"] < 1:
         raise _fail(ds, "a contribution needs at least one row")
-    if meta["rows"] >= MAX_ROWS or len(cols) > MAX_COLUMNS or meta["rows"] * len(cols) > MAX_CELLS:
+    width = len(cols) + len(meta.get("classes") or [])
+    if meta["rows"] >= MAX_ROWS or width > MAX_COLUMNS or meta["rows"] * width > MAX_CELLS:
         raise _fail(ds, f"a contribution may have fewer than {MAX_ROWS:,} rows, at most "
-                        f"{MAX_COLUMNS:,} columns and {MAX_CELLS:,} cells; this one has "
-                        f"{meta['rows']:,} x {len(cols):,}")
+                        f"{MAX_COLUMNS:,} columns and classes and {MAX_CELLS:,} cells; this "
+                        f"one has {meta['rows']:,} rows x {width:,}")
     has_label = meta.get("label") is not None
     classes = meta.get("classes")
     if has_label and (not isinstance(meta["label"], str) or not isinstance(classes, list)

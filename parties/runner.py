@@ -113,6 +113,7 @@ class JobRunner:
             # reading and checking (SHA-256) the shares may take long: not on the event loop
             manifest, stored, labels = await asyncio.to_thread(self.storage.load_dataset,
                                                                job.dataset)
+            closing.callback(stored.close)
             # a contribution committed after the job was checked must not be computed on: the
             # job runs on exactly the dataset every server checked (its digest), with the
             # security its owners asked for
@@ -120,7 +121,6 @@ class JobRunner:
                 raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
                                  "(a contribution was committed meanwhile); run it again")
             catalog.ready_for_selection(manifest, job.k, job.security)
-            closing.callback(stored.close)
             data, labels = self.runtime.inputs(stored, labels)
             if labels is None:
                 raise InputError(f"dataset {job.dataset!r} has no label")

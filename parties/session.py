@@ -142,13 +142,17 @@ class ClientSession:
                 await asyncio.to_thread(up.receive, part, arr, start)
         except BaseException as exc:
             up.abort()
+            if isinstance(exc, OSError):  # the disk: say so, not where the server keeps data
+                exc = StorageError(f"{self.s.name} cannot store the upload "
+                                   f"({exc.strerror or type(exc).__name__})")
             if isinstance(exc, MPCError) and not self.conn.closed:
-                # it stopped mid-upload (a bad block, or the link): the client may still be
-                # sending blocks, which must not be read as requests: say why, then end the
-                # session
+                # it stopped mid-upload (a bad block, the disk, the link): the client may
+                # still be sending blocks, which must not be read as requests: say why, then
+                # end the session
                 with contextlib.suppress(PeerError):
                     self.send(wire.Refused(exc))
                 self.conn.close()
+                raise exc from None
             raise
         self.uploads[up.id] = up
         log.info("upload %s by %s to %s staged: %d rows x %d columns%s", up.id, self.name,

@@ -11,6 +11,7 @@ before its commit aborts it; nothing half-received is ever visible.
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -25,6 +26,9 @@ from parties import catalog
 from parties.access import check_contributor
 from parties.sharefiles import ShareFileWriter
 from parties.storage import FILE_MODE, Storage
+
+FREE_MARGIN = 256 << 20
+"""Disk space an upload must leave free (for jobs' results and records)."""
 
 
 class Upload:
@@ -75,6 +79,11 @@ class Upload:
         expect = {"data": lead + (meta["rows"], len(meta["columns"]))}
         if meta.get("label") is not None:
             expect["labels"] = lead + (meta["rows"], len(meta["classes"]))
+        need = sum(8 * int(np.prod(shape, dtype=np.int64)) for shape in expect.values())
+        free = shutil.disk_usage(storage.root).free
+        if need + FREE_MARGIN > free:
+            raise InputError(f"upload: its shares need {need / 2**20:,.0f} MiB on this server, "
+                             f"which has {free / 2**20:,.0f} MiB free; ask its operator")
         return cls(storage, meta, owner, expect, entry)
 
     def receive(self, part: Any, arr: np.ndarray | None, start: int = 0) -> None:

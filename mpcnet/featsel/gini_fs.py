@@ -97,11 +97,9 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     topk = planner.choose(s.name, p, k, lambda ties: limb_plan(m, ties), cut.usable, method)
     with s.engine.phase("scoring"):
         one_hot = await one_hot_products(s, labels)
-        parts: list[Fractions] = []
-        for start in range(0, p, cut.columns):
-            alive = [labels, one_hot, *(x for f in parts for x in (f.num, f.den))]
-            parts.append(await _score(s, data, labels, slice(start, min(p, start + cut.columns)),
-                                      cut, topk.limbs, alive))
+        parts = [await _score(s, data, labels, slice(start, min(p, start + cut.columns)),
+                              cut, topk.limbs)
+                 for start in range(0, p, cut.columns)]
     with s.engine.phase("selection"):
         fractions = join(parts)
         selection = (await topk_ranking(s, fractions, k) if topk.method == "ranking"
@@ -121,19 +119,18 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
 
 
 async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
-                 plan: LimbPlan, alive: list[Shared]) -> Fractions:
+                 plan: LimbPlan) -> Fractions:
     """The fractions of one block of columns: in one go, or tile by tile of rows when a column
     does not fit (the column sums first, then each tile's class counts). A job in more than
-    one block checks each block's (tile's) products before the next, freeing their records;
-    what outlives a check (``alive``, and what this block made) is rechecked at the next."""
+    one block frees the records of each block's (tile's) checks before the next
+    (``Scheme.checkpoint``)."""
     m = data.shape[0]
     several = cut.columns < data.shape[1] or cut.tile_rows < m
     if cut.tile_rows >= m:
         fractions = await msgini_fraction(s, await data.block(s, slice(None), columns), labels,
                                           plan)
         if several:
-            await s.verify()
-            s.recheck(*alive, fractions.num, fractions.den)
+            await s.checkpoint()
         return fractions
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
     sums = [s.sum(await data.block(s, rows, columns), 0) for rows in tiles]
@@ -146,7 +143,6 @@ async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: L
                                                 labels[rows], column_sums, m)
         b = tile_b if b is None else s.add(b, tile_b)
         above = tile_above if above is None else s.add(above, tile_above)
-        await s.verify()
-        s.recheck(*alive, column_sums, b, above)
+        await s.checkpoint()
     assert b is not None and above is not None
     return await fractions_of_counts(s, b, above, s.sum(labels, 0), m, plan)

@@ -23,7 +23,7 @@ from mpcnet.errors import InputError
 DEFAULT_MEMORY_BUDGET = 2 << 30
 """Bytes of memory a server may use for one job (2 GiB)."""
 
-SCORING_BYTES_PER_CELL = {"passive3": 260, "active3": 2400, "active4": 500}
+SCORING_BYTES_PER_CELL = {"passive3": 260, "active3": 2700, "active4": 500}
 """Peak bytes per data cell of a block being scored (measured: bench.large, bench/README)."""
 
 WORD_BYTES = {"passive3": 16, "active3": 64, "active4": 24}

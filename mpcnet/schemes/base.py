@@ -246,9 +246,10 @@ class Scheme(ABC):
     async def verify(self) -> None:  # noqa: B027 - passive schemes have nothing to check
         """Run every pending batched check; active schemes raise ``CheatingDetected``."""
 
-    def recheck(self, *values: Shared) -> None:  # noqa: B027 - nothing batched to recheck
-        """Queue the checks of ``values`` again, for the next ``verify``: a job that verifies
-        more than once (a block at a time) must recheck every value that outlives a check.
-        A batched check's outcome is data-independent only if it weighs the errors of every
-        value its products were computed from: an error that passed one check, left out of
-        the next, would reach that one only multiplied by secrets (docs/active3.md)."""
+    async def checkpoint(self) -> None:
+        """Free the records of the pending checks, for a job too large to keep them all until
+        its end (a block at a time): run now what may run before the end, and fold the rest
+        into the next ``verify``. A batched check whose outcome would depend on data if run
+        in parts (active3's MAC check: an error that passed one part reaches the next only
+        multiplied by secrets) must be folded, not run (docs/active3.md)."""
+        await self.verify()

@@ -84,7 +84,11 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
   value a claim is computed from was reshared, opened with its digest checked, or is local.
 
 ``verify`` takes four rounds: triples with the MAC sums, coin with alpha w, the openings of
-the AND check, digests.
+the AND check, digests. A job too large to keep every record until its end calls
+``checkpoint`` after each block: the ANDs are checked then, and the MAC records are folded
+into each party's local terms of w and u (coefficients drawn then, nothing sent), so the MAC
+check stays one zero test over every record of the job (checking it in parts would leak:
+docs/active3.md).
 
 Why a subclass of ``Rep3`` rather than a wrapper around it (as MP-SPDZ's ``SpdzWise`` wraps a
 passive protocol): the binary world is rep3's unchanged (bit-sliced ANDs, XORs, random bits,
@@ -189,6 +193,7 @@ class Spdz3(Rep3):
         self._alpha = self._random128(())  # (limb, slot): the MAC key
         self._macs: list[np.ndarray] = []  # queued (limb, slot, v, n) value/MAC pairs
         self._ands: list[_And] = []  # (slot, n) words
+        self._folded: np.ndarray | None = None  # MAC terms of w and u folded by checkpoint
         self._pending_input = False
         self._claim: dict[str, hashlib._Hash] = {}
         self._expect: dict[str, hashlib._Hash] = {}
@@ -475,22 +480,42 @@ class Spdz3(Rep3):
         self._claim[check].update(np.ascontiguousarray(mine).data)
         self._expect[check].update(np.ascontiguousarray(third).data)
 
-    def recheck(self, *values: Shared) -> None:
-        """Queue the (value, MAC) pairs of ``values`` for the next MAC check (``Scheme``)."""
-        for x in values:
-            assert not x.binary, "binary shares carry no MACs"
-            self._macs.append(np.ascontiguousarray(x.data).reshape(2, 2, 2, -1))
+    async def checkpoint(self) -> None:
+        """The inputs and ANDs queued so far are checked now (their outcomes depend on the
+        cheater's errors and the coins only); the MAC records are folded into this party's
+        running terms of w and u and freed: their coefficients are drawn now, after every
+        record they weigh, and stay secret (nothing is sent), so the one MAC zero test at the
+        next ``verify`` weighs every record of the job exactly as a single check would.
+        Running the MAC check in parts instead would let an error that passed one part reach
+        the next only multiplied by secrets (docs/active3.md)."""
+        await self.verify_inputs()
+        if self._macs:
+            sums = self._mac_sums(self._macs)
+            self._folded = sums if self._folded is None else ring128.add(self._folded, sums)
+            self._macs = []
+        if self._ands:
+            ands, self._ands = self._ands, []
+            await self._check(ands, None)
 
     async def verify(self) -> None:
-        """Check every queued product, AND and input: four rounds (three without ANDs, one
-        with only inputs); nothing when nothing is queued."""
+        """Check every queued product (and those folded by ``checkpoint``), AND and input:
+        four rounds (three without ANDs, one with only inputs); nothing when nothing is
+        queued."""
         await self.verify_inputs()
-        if not (self._macs or self._ands):
+        if not (self._macs or self._ands or self._folded is not None):
             return
         ands, self._ands = self._ands, []
         macs, self._macs = self._macs, []
-        triples = self._triple_terms(ands)
         sums = self._mac_sums(macs) if macs else None
+        if self._folded is not None:
+            sums = self._folded if sums is None else ring128.add(sums, self._folded)
+            self._folded = None
+        await self._check(ands, sums)
+
+    async def _check(self, ands: list[_And], sums: np.ndarray | None) -> None:
+        """The AND check of ``ands`` and the MAC check of this party's terms ``sums`` of w
+        and u (either may be absent), in the four rounds of ``verify``."""
+        triples = self._triple_terms(ands)
         # round 1: the triples' AND terms and the terms of w and u, to the previous party
         back: list[_Part] = [] if triples is None else [("triple", triples[2][0])]
         if sums is not None:
