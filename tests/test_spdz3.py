@@ -75,3 +75,52 @@ def test_the_same_error_on_every_and_and_triple_is_caught_by_the_cut(cheater: in
     honest = [o for i, o in enumerate(outcomes) if i != cheater]
     assert all(isinstance(o, CheatingDetected) for o in honest), honest
     assert {o.check for o in honest if isinstance(o, CheatingDetected)} <= {"AND"}
+
+
+class FirstProductOff(FaultInjector):
+    """Adds 1 to the first element of ``party``'s first product message of a job, in place."""
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if party == self.party and kind == "product" and not self.fired:
+            self.fired += 1
+            payload.reshape(-1)[0] += U64(1)
+        return payload
+
+
+def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end() -> None:
+    """``checkpoint`` (a job scored a block at a time) checks the ANDs queued so far at once
+    but only folds the MAC records: a product error passes the checkpoint, frees its record,
+    and is still caught by the job's one MAC check at the end; an AND error stops the job at
+    the checkpoint."""
+    rng = np.random.default_rng(5)
+    x = rep3.share(rng.integers(0, 2**40, 64, dtype=np.int64).view(U64))
+    w = [rep3.share(rng.integers(0, 2**63, 64, dtype=np.int64).view(U64), binary=True)
+         for _ in range(2)]
+
+    def run(fault: FaultInjector) -> tuple[list[object], set[int]]:
+        past_checkpoint: set[int] = set()
+
+        async def party(engine: RoundEngine) -> str:
+            s = await Spdz3.setup(engine, fault=fault)
+            (a,) = await s.input(x[engine.party])
+            await s.mul(a, a)
+            await s.and_(Shared(w[0][engine.party], 1, True), Shared(w[1][engine.party], 1, True))
+            await s.checkpoint()
+            assert not s._macs and not s._ands  # noqa: SLF001 - the records are freed
+            past_checkpoint.add(engine.party)
+            await s.verify()
+            return "completed"
+
+        async def main() -> list[object]:
+            engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(3)]
+            return list(await asyncio.gather(*(party(e) for e in engines),
+                                             return_exceptions=True))
+
+        return asyncio.run(main()), past_checkpoint
+
+    mac, past = run(FirstProductOff(1, "product"))
+    assert {o.check for o in mac if isinstance(o, CheatingDetected)} == {"MAC"}, mac
+    assert past == {0, 1, 2}  # caught at the end, not at the checkpoint
+    ands, past = run(SameErrorEverywhere(1, "and", delta=1))
+    assert {o.check for o in ands if isinstance(o, CheatingDetected)} == {"AND"}, ands
+    assert not past & {0, 2}  # the honest parties stopped at the checkpoint
