@@ -349,3 +349,15 @@ def test_large_messages_travel_as_a_body() -> None:
     assert read_large_message(header, body) == {"k": "ok", **big}
     with pytest.raises(PeerError):
         read_large_message(header, np.frombuffer(b"\xc1garbage", dtype=np.uint8))
+
+
+def test_a_request_too_large_for_a_header_travels_as_a_body() -> None:
+    """An upload's description lists every column: 20,000 names do not fit a 64 KB header."""
+    from mpcnet.net import wire
+
+    meta = {"columns": [f"feature_{j}" for j in range(20_000)], "exponents": [3] * 20_000}
+    header, body = wire.encode(wire.Request("upload", {"meta": meta}))
+    assert body is not None and "meta" not in header
+    assert wire.decode(header, body) == wire.Request("upload", {"meta": meta})
+    small = wire.encode(wire.Request("status", {}))
+    assert small[1] is None and wire.decode(*small) == wire.Request("status", {})

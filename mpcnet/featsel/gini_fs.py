@@ -105,9 +105,15 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
         selection = (await topk_ranking(s, fractions, k) if topk.method == "ranking"
                      else await topk_network(s, fractions, k, topk.batch))
     with s.engine.phase("product"):
-        reduced = concat([await filter_fs(s, await data.block(
-            s, slice(start, min(m, start + cut.product_rows)), slice(None)), selection)
-            for start in range(0, m, cut.product_rows)]).reshape(m, k)
+        pieces = []
+        for start in range(0, m, cut.product_rows):
+            rows = await data.block(s, slice(start, min(m, start + cut.product_rows)),
+                                    slice(None))
+            pieces.append(await filter_fs(s, rows, selection))
+            del rows
+            if cut.product_rows < m:  # free the records of the rows' input checks
+                await s.checkpoint()
+        reduced = concat(pieces).reshape(m, k)
     chosen = s.matmul_public(np.asarray(exponents, dtype=np.int64).view(np.uint64).reshape(1, p),
                              selection).reshape(k)
     indices = s.matmul_public(np.arange(p, dtype=np.uint64).reshape(1, p), selection).reshape(k)
@@ -133,10 +139,12 @@ async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: L
             await s.checkpoint()
         return fractions
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
-    sums = [s.sum(await data.block(s, rows, columns), 0) for rows in tiles]
-    column_sums = sums[0]
-    for more in sums[1:]:
-        column_sums = s.add(column_sums, more)
+    column_sums = None
+    for rows in tiles:
+        tile_sums = s.sum(await data.block(s, rows, columns), 0)
+        column_sums = tile_sums if column_sums is None else s.add(column_sums, tile_sums)
+        await s.checkpoint()
+    assert column_sums is not None
     b = above = None
     for rows in tiles:
         tile_b, tile_above = await class_counts(s, await data.block(s, rows, columns),

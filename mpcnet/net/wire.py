@@ -132,7 +132,7 @@ def encode(message: Message) -> Frame:
                 header["spec"] = spec
             return header, None
         case Request(op, args):
-            return {"k": "req", "op": op, **args}, None
+            return large_message({"op": op, **args}, "req")  # an upload of 20,000 columns
         case Ok(fields):
             return large_message(fields, "ok")
         case Refused(error):
@@ -167,7 +167,11 @@ def decode(header: dict[str, Any], body: np.ndarray | None = None, peer: str = "
         name = header.get("name")
         return ClientHello(name if isinstance(name, str) else "")
     if kind == "req":
-        return Request(text("op"), {k: v for k, v in header.items() if k not in ("k", "op")})
+        fields = read_large_message(header, body)
+        op = fields.get("op")
+        if not isinstance(op, str):
+            raise PeerError(f"{peer} sent a malformed 'req' message (op missing)")
+        return Request(op, {k: v for k, v in fields.items() if k not in ("k", "op")})
     if kind == "ok":
         fields = read_large_message(header, body)
         return Ok({k: v for k, v in fields.items() if k != "k"})
