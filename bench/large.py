@@ -170,17 +170,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--security", nargs="+", default=["passive3", "active4", "active3"])
     parser.add_argument("--max-seconds", type=float, default=1500.0)
     parser.add_argument("--quick", action="store_true", help="two small points per sweep")
+    parser.add_argument("--sweep", nargs="+", choices=list(SWEEPS), default=list(SWEEPS))
+    parser.add_argument("--keep", type=Path, action="append", default=[],
+                        help="a large.json of an earlier run: its points are reported too, "
+                             "unless this run has the same point")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "large.md")
     args = parser.parse_args(argv)
-    grid = QUICK if args.quick else {k: list(v["values"]) for k, v in SWEEPS.items()}
+    grid = {k: v for k, v in (QUICK if args.quick else
+                              {k: list(v["values"]) for k, v in SWEEPS.items()}).items()
+            if k in args.sweep}
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="mpc-large-") as tmp:
         points = run(args.security, grid, args.max_seconds, Path(tmp))
+    def key(d: dict[str, Any]) -> tuple[Any, ...]:
+        return d["sweep"], d["security"], d["m"], d["p"]
+
+    ran = {key(d) for d in points}
+    for earlier in args.keep:
+        old = json.loads(earlier.read_text())
+        points += [dict(d, earlier=old.get("code")) for d in old["points"] if key(d) not in ran]
+    order = {s: i for i, s in enumerate(["passive3", "active4", "active3"])}
+    points.sort(key=lambda d: (list(SWEEPS).index(d["sweep"]), order.get(d["security"], 9),
+                               d[d["sweep"]]))
+    securities = sorted({d["security"] for d in points}, key=lambda s: order.get(s, 9))
     argv_used = argv if argv is not None else sys.argv[1:]
     result: dict[str, Any] = {
         "command": "python -m bench.large" + (" " + shlex.join(argv_used) if argv_used else ""),
         "date": time.strftime("%Y-%m-%d %H:%M"), "machine": report.machine(),
-        "code": report.code_version(), "securities": args.security, "points": points,
+        "code": report.code_version(), "securities": securities, "points": points,
         "load_start": load_start, "budget": "2 GiB (the default)"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -140,7 +140,7 @@ class CsvTable:
                     block[gaps, j] = self.fills[j]
             yield start, block
             start += len(chunk)
-        if start != self.rows:
+        if start != self.rows or _stamp(self.path) != self.stamp:
             raise InputError(f"{self.path}: the file changed while it was being read; share "
                              "it again once it is complete")
 

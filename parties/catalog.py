@@ -99,7 +99,8 @@ def check_meta(meta: Meta) -> None:
                         "strings")
     if not _integer(meta.get("rows")) or meta["rows"] < 1:
         raise _fail(ds, "a contribution needs at least one row")
-    width = len(cols) + len(meta.get("classes") or [])
+    classes_given = meta.get("classes")
+    width = len(cols) + (len(classes_given) if isinstance(classes_given, list) else 0)
     if meta["rows"] >= MAX_ROWS or width > MAX_COLUMNS or meta["rows"] * width > MAX_CELLS:
         raise _fail(ds, f"a contribution may have fewer than {MAX_ROWS:,} rows, at most "
                         f"{MAX_COLUMNS:,} columns and classes and {MAX_CELLS:,} cells; this "

@@ -151,6 +151,7 @@ class Storage:
         self.results = root / "results"
         self.jobs = root / "jobs"
         self._lock: Any = None
+        self.reserved = 0  # bytes the uploads being received will still write
         self._results: dict[tuple[str, str], dict[str, Any]] = {}
         self._readers: dict[str, set[tuple[str, str]]] = {}  # analyst -> results it may read
 

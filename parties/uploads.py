@@ -35,8 +35,10 @@ class Upload:
     """One contribution being uploaded by ``owner`` to the server ``party``."""
 
     def __init__(self, storage: Storage, meta: dict[str, Any], owner: str,
-                 expect: dict[str, tuple[int, ...]], entry: dict[str, Any]) -> None:
+                 expect: dict[str, tuple[int, ...]], entry: dict[str, Any], need: int) -> None:
         self.storage, self.meta, self.owner = storage, meta, owner
+        self.need = need  # bytes reserved on the server's disk until it ends
+        storage.reserved += need
         self.expect = expect  # part name -> the shape of this server's share array
         self.entry = entry  # the contribution as the manifest will list it
         self.folder: Path = storage.stage("upload")
@@ -80,11 +82,16 @@ class Upload:
         if meta.get("label") is not None:
             expect["labels"] = lead + (meta["rows"], len(meta["classes"]))
         need = sum(8 * int(np.prod(shape, dtype=np.int64)) for shape in expect.values())
-        free = shutil.disk_usage(storage.root).free
+        free = shutil.disk_usage(storage.root).free - storage.reserved
         if need + FREE_MARGIN > free:
             raise InputError(f"upload: its shares need {need / 2**20:,.0f} MiB on this server, "
-                             f"which has {free / 2**20:,.0f} MiB free; ask its operator")
-        return cls(storage, meta, owner, expect, entry)
+                             f"which has {max(free, 0) / 2**20:,.0f} MiB free for uploads now; "
+                             "try again later, or ask its operator")
+        return cls(storage, meta, owner, expect, entry, need)
+
+    def _release(self) -> None:
+        self.storage.reserved -= self.need
+        self.need = 0
 
     def receive(self, part: Any, arr: np.ndarray | None, start: int = 0) -> None:
         """One share array, or a block of its rows from row ``start`` on: uint64, of the
@@ -128,6 +135,7 @@ class Upload:
                                (manifest["layout"], manifest["sharing"]) if manifest else None)
         self.storage.commit_contribution(new, self.folder)
         self.state = "committed"
+        self._release()
         return {"seq": seq, "digest": catalog.digest(new), "rows": new["rows"]}
 
     def abort(self) -> bool:
@@ -136,6 +144,7 @@ class Upload:
             return False
         self.storage.discard(self.folder)
         self.state = "aborted"
+        self._release()
         return True
 
 

@@ -620,6 +620,8 @@ def test_blockwise_checks_do_not_make_the_abort_depend_on_data(
     from mpcnet.featsel import layout
 
     monkeypatch.setattr(layout, "MIN_TILE_CELLS", 4)
-    seen = [{_blockwise_outcome(values, codes, _AddToProduct(2, nth, indices), tile_rows)
-             for _ in range(30)} for values, codes in ((_DATA, _CODES), other)]
-    assert seen[0] == seen[1] == {"completed", "check 1"}, seen  # 2^-30 to miss one by chance
+    runs = [[_blockwise_outcome(values, codes, _AddToProduct(2, nth, indices), tile_rows)
+             for _ in range(40)] for values, codes in ((_DATA, _CODES), other)]
+    for outcomes_of_one in runs:  # only the final check may stop it, half of the time
+        assert set(outcomes_of_one) <= {"completed", "check 1"}, outcomes_of_one
+        assert 8 <= outcomes_of_one.count("completed") <= 32  # outside: p < 2^-12 at 1/2

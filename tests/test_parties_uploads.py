@@ -153,3 +153,26 @@ def test_an_owner_withdraws_only_its_own_contribution(setup: tuple[Deployment, S
     assert not withdraw(storage, dep, "hospital-b", "d", "u1")
     assert withdraw(storage, dep, "hospital-a", "d", "u1")
     assert storage.dataset("d") is None or not storage.dataset("d")["contributions"]
+
+
+def test_uploads_reserve_their_disk_space_until_they_end(setup: tuple[Deployment, Storage],
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Files are preallocated sparse, so the free space the disk reports does not shrink as
+    uploads are described: the server counts what the uploads in progress will write."""
+    import shutil
+    from collections import namedtuple
+
+    from parties import uploads
+
+    dep, storage = setup
+    need = 8 * 2 * ROWS * (3 + 2)  # passive3: 2 components of data (3 columns) and labels
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage",
+                        lambda _: usage(0, 0, uploads.FREE_MARGIN + need * 3 // 2))
+    first = Upload.describe(storage, dep, 0, "hospital-a", _meta(id="u1"))
+    with pytest.raises(InputError, match="free for uploads now"):
+        Upload.describe(storage, dep, 0, "hospital-b", _meta(id="u2"))
+    first.abort()
+    Upload.describe(storage, dep, 0, "hospital-b", _meta(id="u2")).abort()
+    assert storage.reserved == 0
