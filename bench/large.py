@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--security", nargs="+", default=["passive3", "active4", "active3"])
     parser.add_argument("--max-seconds", type=float, default=1500.0)
     parser.add_argument("--quick", action="store_true", help="two small points per sweep")
-    parser.add_argument("--sweep", nargs="+", choices=list(SWEEPS), default=list(SWEEPS))
+    parser.add_argument("--sweep", nargs="*", choices=list(SWEEPS), default=list(SWEEPS),
+                        help="the sweeps to run (none: only report the --keep files)")
     parser.add_argument("--keep", type=Path, action="append", default=[],
                         help="a large.json of an earlier run: its points are reported too, "
                              "unless this run has the same point")

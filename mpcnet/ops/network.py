@@ -110,7 +110,8 @@ async def topk_network(s: Scheme, fr: Fractions, k: int, batch: int | None = Non
     """T for the k largest fractions of ``fr`` (whose plan's tie range is at least the padded
     count), by the bitonic top-k network; the same T as ``topk.topk_ranking``. At most
     ``batch`` comparisons (or equality tests) run at once: a larger stage is done in pieces,
-    one after the other (its pairs are disjoint), to bound memory."""
+    one after the other (its pairs are disjoint), and the scheme's check records are freed
+    (``Scheme.checkpoint``) every ``batch`` comparisons, to bound memory."""
     p = fr.count
     plan = schedule(p, k)
     if fr.plan.tie_range < plan.padded:
@@ -126,10 +127,15 @@ async def topk_network(s: Scheme, fr: Fractions, k: int, batch: int | None = Non
         elements = concat([elements.T, s.public(dummies).T]).reshape(plan.padded,
                                                                      lq + ld + 1).T
     step = batch or plan.padded
+    since = 0  # comparisons since the last checkpoint (their check records are kept)
     for first, second in plan.stages:
         for lo in range(0, first.size, step):
             piece = (first[lo:lo + step], second[lo:lo + step])
             elements = await _compare_exchange(s, elements, fr, piece)
+            since += piece[0].size
+            if batch is not None and since >= batch:
+                await s.checkpoint()
+                since = 0
     best = elements[lq + ld, :k].reshape(1, k)  # indices in rank order
     rows = max(1, step // (2 * k))
     parts = []
@@ -137,4 +143,6 @@ async def topk_network(s: Scheme, fr: Fractions, k: int, batch: int | None = Non
         hi = min(p, lo + rows)
         columns = np.arange(lo, hi, dtype=np.int64).reshape(hi - lo, 1)
         parts.append(await eqz(s, s.add_public(best.broadcast_to((hi - lo, k)), -columns)))
+        if batch is not None and rows < p:
+            await s.checkpoint()
     return concat(parts).reshape(p, k)

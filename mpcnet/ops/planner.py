@@ -37,13 +37,13 @@ class Costs:
     test_s: float  # seconds per sign test (msb) per server
     product_s: float  # seconds per ring product
     round_s: float  # seconds per round
-    test_bytes: int  # peak bytes per sign test in flight (memory)
+    test_bytes: int  # peak bytes per sign test in flight, its check records included
 
 
 COSTS = {
-    "passive3": Costs(test_s=1.1e-6, product_s=1.0e-7, round_s=1.5e-3, test_bytes=220),
-    "active3": Costs(test_s=9.0e-6, product_s=1.5e-6, round_s=4.0e-3, test_bytes=1600),
-    "active4": Costs(test_s=2.8e-6, product_s=3.0e-7, round_s=2.5e-3, test_bytes=420),
+    "passive3": Costs(test_s=1.1e-6, product_s=1.0e-7, round_s=1.5e-3, test_bytes=260),
+    "active3": Costs(test_s=9.0e-6, product_s=1.5e-6, round_s=4.0e-3, test_bytes=2700),
+    "active4": Costs(test_s=2.8e-6, product_s=3.0e-7, round_s=2.5e-3, test_bytes=500),
 }
 
 _TEST_ROUNDS = 8  # compare.msb
