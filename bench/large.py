@@ -110,16 +110,17 @@ def render(result: dict[str, Any]) -> str:
              "equals the plaintext selection of the same encoded values (all rows, all k "
              "columns).", "",
              "| sweep | setting | m | p | k | share CSV s | job s | rounds | MB sent per server "
-             "| peak GB per server | D' = plain | top-k plan |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+             "| peak GB per server | D' = plain | top-k plan | code |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for d in pts:
         head = f"| {d['sweep']} | {d['security']} | {d['m']:,} | {d['p']:,} | {d['k']} |"
+        code = d.get("code", result.get("code", ""))
         if "skipped" in d:
-            lines.append(head + f" {d['skipped']} |" + " |" * 6)
+            lines.append(head + f" {d['skipped']} |" + " |" * 6 + f" {code} |")
             continue
         lines.append(head + f" {d['share_cli_s']:.1f} | {d['job_s']:.1f} | {d['rounds']} | "
                      f"{d['sent_per_server'] / 1e6:.0f} | {d['peak_per_server'] / 1e9:.2f} | "
-                     f"{'yes' if d['equal'] else 'NO'} | {_plan_text(d.get('plan'))} |")
+                     f"{'yes' if d['equal'] else 'NO'} | {_plan_text(d.get('plan'))} | {code} |")
     lines += ["", "Growth exponents b (y ~ x^b over the points run; 1 = linear):", "",
               "| sweep | setting | job time | bytes sent | peak memory per server |",
               "|---|---|---:|---:|---:|"]
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the sweeps to run (none: only report the --keep files)")
     parser.add_argument("--keep", type=Path, action="append", default=[],
                         help="a large.json of an earlier run: its points are reported too, "
-                             "unless this run has the same point")
+                             "unless a later file or this run has the same point")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "large.md")
     args = parser.parse_args(argv)
     grid = {k: v for k, v in (QUICK if args.quick else
@@ -186,10 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     def key(d: dict[str, Any]) -> tuple[Any, ...]:
         return d["sweep"], d["security"], d["m"], d["p"]
 
-    ran = {key(d) for d in points}
-    for earlier in args.keep:
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for earlier in args.keep:  # a later file's point replaces an earlier file's
         old = json.loads(earlier.read_text())
-        points += [dict(d, earlier=old.get("code")) for d in old["points"] if key(d) not in ran]
+        merged.update({key(d): dict(d, code=d.get("code", old.get("code"))) for d in old["points"]})
+    merged.update({key(d): d for d in points})
+    points = list(merged.values())
     order = {s: i for i, s in enumerate(["passive3", "active4", "active3"])}
     points.sort(key=lambda d: (list(SWEEPS).index(d["sweep"]), order.get(d["security"], 9),
                                d[d["sweep"]]))
