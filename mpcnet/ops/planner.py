@@ -8,8 +8,10 @@ setting), never on data. The cost model counts, per server:
 - products: the ring products of limbs, swaps and conversions,
 - rounds: each costs a round trip plus the per-round work of the engine,
 
-weighted by per-setting constants measured with ``bench.planner`` on the development machine
-(seconds per test, per product and per round, over TLS between server processes). Memory
+weighted by per-setting constants (seconds per test, per product and per round), estimated
+from the job figures of ``bench.network`` and ``bench.large`` on the development machine;
+``python -m bench.planner`` measures the unit costs in-process and sets the planner's choice
+beside both methods measured, so the constants can be checked and refitted. Memory
 decides first: the ranking keeps p(p-1)/2 comparisons alive at once, so it is ruled out when
 their sign tests would not fit the memory budget; the network runs a stage (and its final
 equality tests) in pieces that fit it (``TopkPlan.batch``), at the cost of more rounds.
