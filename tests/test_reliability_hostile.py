@@ -317,7 +317,7 @@ async def upload_wrong_dtype(env: Env) -> str:
 
 async def upload_wrong_shape(env: Env) -> str:
     secret = np.full((2, 21, 4), SECRET, dtype=np.uint64)
-    return await _upload(env, [("data", secret)], "of shape")
+    return await _upload(env, [("data", secret)], "do not fit")  # 21 rows for 20
 
 
 async def upload_unexpected_part(env: Env) -> str:
