@@ -19,12 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mpcnet.errors import InputError
+from mpcnet.ops.planner import COSTS
 
 DEFAULT_MEMORY_BUDGET = 2 << 30
 """Bytes of memory a server may use for one job (2 GiB)."""
 
-SCORING_BYTES_PER_CELL = {"passive3": 260, "active3": 2700, "active4": 500}
-"""Peak bytes per data cell of a block being scored (measured: bench.large, bench/README)."""
+SCORING_BYTES_PER_CELL = {name: costs.test_bytes for name, costs in COSTS.items()}
+"""Peak bytes per data cell of a block being scored: one sign test with its check records,
+the planner's own figure (measured: bench.large, bench/README)."""
 
 WORD_BYTES = {"passive3": 16, "active3": 64, "active4": 24}
 """Bytes one party's share of one ring element takes (components, MAC, limbs)."""
