@@ -32,6 +32,23 @@ def test_exchange_counts_rounds_and_bytes_per_phase_and_peer() -> None:
             str(p): 80 for p in range(3) if p != me}
 
 
+def test_time_in_a_nested_phase_counts_once_for_the_inner_phase() -> None:
+    async def party(engine: RoundEngine):  # type: ignore[no-untyped-def]
+        with engine.phase("outer"):
+            await asyncio.sleep(0.05)
+            with engine.phase("inner"):
+                await asyncio.sleep(0.1)
+            with engine.phase("outer"):  # re-entered: not counted twice
+                await asyncio.sleep(0.05)
+        return engine.report()
+
+    for report in run_local_sync(3, party):
+        outer = report["phases"]["outer"]["seconds"]
+        inner = report["phases"]["inner"]["seconds"]
+        assert 0.1 <= inner < 0.15
+        assert 0.1 <= outer < 0.15  # 0.2 if the re-entered phase or the inner one counted twice
+
+
 def test_silent_peer_times_out_naming_the_phase() -> None:
     async def main() -> None:
         engine = RoundEngine(loopback_mesh(3)[0], round_timeout=0.2)

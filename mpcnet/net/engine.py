@@ -48,6 +48,7 @@ class RoundEngine:
         self.round_timeout = round_timeout
         self.phases: dict[str, PhaseMetrics] = {}
         self._phase = "setup"
+        self._since = time.perf_counter()
 
     @property
     def peers(self) -> list[int]:
@@ -55,15 +56,23 @@ class RoundEngine:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Attribute the rounds and bytes of the enclosed block to ``name``."""
+        """Attribute the rounds, bytes and wall time of the enclosed block to ``name``; time in
+        a phase nested inside it counts for the inner phase only, so a phase entered twice
+        (an operation that names its own phase, called within it) is not counted twice."""
         previous, self._phase = self._phase, name
-        metrics = self.phases.setdefault(name, PhaseMetrics())
-        start = time.perf_counter()
+        self.phases.setdefault(name, PhaseMetrics())
+        self._charge(previous)
         try:
             yield
         finally:
-            metrics.seconds += time.perf_counter() - start
+            self._charge(name)
             self._phase = previous
+
+    def _charge(self, name: str) -> None:
+        """Add the time since the last phase change to phase ``name``."""
+        now = time.perf_counter()
+        self.phases.setdefault(name, PhaseMetrics()).seconds += now - self._since
+        self._since = now
 
     @property
     def current_phase(self) -> str:
