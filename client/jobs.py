@@ -1,4 +1,7 @@
-"""Layer: client. An analyst runs a selection: sign the request, start it, watch it, check it.
+"""Layer: client. An analyst runs a job: sign the request, start it, watch it, check it.
+
+Jobs are selections (``select``) and trainings of a model on a selection's result for a model
+owner (``train``).
 
 The client signs every request (``mpcnet.jobrequest``) with the analyst's key and sends it to
 the coordinator, then long-polls the job. When it ends, it reads every server's own record of
@@ -16,12 +19,12 @@ from typing import Any
 
 from client.connection import Connections, default_security
 from mpcnet.config import ServerConfig
-from mpcnet.errors import CheatingDetected, MPCError, PeerError
+from mpcnet.errors import CheatingDetected, InputError, MPCError, PeerError
 from mpcnet.jobrequest import CLOCK_SKEW, DEFAULT_VALIDITY, JobRequest, SignedRequest
 
 
 class Selecting(Connections):
-    """What an analyst does: run a selection."""
+    """What an analyst does: run a selection, train a model."""
 
     async def select(self, dataset: str, k: int, result: str, *, score: str = "ms-gini",
                      security: str | None = None, share_with: tuple[str, ...] = (),
@@ -31,17 +34,43 @@ class Selecting(Connections):
         """Sign a request for a selection (its job must start within ``valid_for`` seconds),
         start it on the coordinator and wait for it; returns the job record once every
         server's record shows the job that was asked for."""
-        from mpcnet.schemes import registry
-
         security = security or default_security(self.dep)
-        n = registry.get(security).n_parties
-        cert, key = self.dep.identity(self.identity)
         request = JobRequest.new(self.identity, dataset, k, score, security, result,
                                  share_with, valid_for)
+        return await self._run_job(request, "select", valid_for, poll, progress)
+
+    async def train(self, result: str, model: str, owner: str, *, epochs: int = 200,
+                    learning_rate: float = 1.0, l2: float = 1.0,
+                    valid_for: float = DEFAULT_VALIDITY, poll: float = 0.5,
+                    progress: Callable[[dict[str, Any]], None] | None = None
+                    ) -> dict[str, Any]:
+        """Sign a request to train a logistic regression on this analyst's selection
+        ``result`` (Fig. 1, step 2B) and reveal the model ``model`` to ``owner`` only (a
+        model owner of the deployment, or this analyst); run it as ``select`` does. The
+        setting is the result's own."""
+        leader = await self.session(self.dep.leader)
+        listed = {(r["owner"], r["name"]): r
+                  for r in (await leader.request("results"))["results"]}
+        entry = listed.get((self.identity, result))
+        if entry is None or entry.get("kind", "select") != "select":
+            raise InputError(f"no selection result {result!r} of yours on "
+                             f"{self.dep.leader.name}; see mpc-client results")
+        request = JobRequest.training(self.identity, result, str(entry["security"]), model,
+                                      owner, epochs, learning_rate, l2, valid_for)
+        return await self._run_job(request, "train", valid_for, poll, progress)
+
+    async def _run_job(self, request: JobRequest, op: str, valid_for: float, poll: float,
+                       progress: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+        """Sign ``request``, start it with ``op`` on the coordinator and wait for it; the job
+        record once every server's record shows the job that was asked for."""
+        from mpcnet.schemes import registry
+
+        n = registry.get(request.security).n_parties
+        cert, key = self.dep.identity(self.identity)
         wire = SignedRequest.sign(request, key, cert).to_wire()
         await self._check_mesh(self.dep.servers[:n])
         leader = await self.session(self.dep.leader)
-        job = (await leader.request("select", request=wire))["job"]
+        job = (await leader.request(op, request=wire))["job"]
         while job["state"] in ("queued", "running"):
             if job["state"] == "queued" and time.time() > request.expires + CLOCK_SKEW:
                 raise PeerError(f"job {job['id']} did not start before its request expired "

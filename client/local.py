@@ -26,7 +26,7 @@ from mpcnet import config
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 SERVER_NAMES = ("alice", "bob", "carol", "dave")
 CLIENTS = (("hospital-a", "owner"), ("hospital-b", "owner"), ("analyst", "analyst"),
-           ("outsider", "owner"))
+           ("outsider", "owner"), ("clinic", "model-owner"))
 
 
 def free_ports(n: int) -> list[int]:

@@ -3,6 +3,8 @@
     mpc-client --config deploy/local.toml --as hospital-a share a.csv --dataset d --label y
     mpc-client --config deploy/local.toml --as analyst select --dataset d --k 10 --result r
     mpc-client --config deploy/local.toml --as analyst fetch --result r --out reduced.csv
+    mpc-client --config deploy/local.toml --as analyst train --result r --model m --owner clinic
+    mpc-client --config deploy/local.toml --as clinic model --model m --out model.json
     mpc-client --config deploy/local.toml --as analyst datasets     # also: status, results, jobs
     mpc-client plaintext a.csv b.csv --label y --k 10 --out expected.csv   # local, no servers
 
@@ -92,6 +94,29 @@ def parser() -> argparse.ArgumentParser:
                    help="the job must start within this time, or no server starts it "
                         "(default: 3600)")
 
+    s = sub.add_parser("train", help="train a logistic regression on a selection's result, "
+                       "privately, and reveal the model to its owner only")
+    s.add_argument("--result", required=True, help="your selection result to train on")
+    s.add_argument("--model", required=True, help="name under which the model is stored")
+    s.add_argument("--owner", required=True, metavar="NAME",
+                   help="the model owner (a model-owner of the deployment, or you) who alone "
+                        "may read the model")
+    s.add_argument("--epochs", type=int, default=200,
+                   help="gradient-descent epochs (default: 200)")
+    s.add_argument("--learning-rate", type=float, default=1.0,
+                   help="step size, over the mean gradient (default: 1.0)")
+    s.add_argument("--l2", type=float, default=1.0,
+                   help="L2 penalty: the loss is the sum of log losses + l2/2 |w|^2, "
+                        "scikit-learn's C = 1/l2 (default: 1.0)")
+    s.add_argument("--valid-for", type=float, default=3600.0, metavar="SECONDS",
+                   help="the job must start within this time (default: 3600)")
+
+    s = sub.add_parser("model", help="receive a model trained for you (model owners)")
+    s.add_argument("--model", required=True, help="the model's name")
+    s.add_argument("--out", required=True, type=Path, help="write the model here as JSON")
+    s.add_argument("--force", action="store_true",
+                   help="replace an existing --out file (default: refuse)")
+
     s = sub.add_parser("status", help="is every server reachable and its mesh connected?")
     s.add_argument("--server", nargs="*", help="only these servers (default: all)")
     s.add_argument("--no-mesh", action="store_true",
@@ -162,7 +187,8 @@ def figures_text(fig: dict[str, Any] | None) -> str:
     lines.append(f"  {'total':<14}{fig.get('seconds', 0):>9.3f}{fig.get('rounds', 0):>8}"
                  f"{_fmt_bytes(fig.get('bytes_sent', 0)):>11}  (this server)")
     if fig.get("plan"):
-        lines.append("  " + plan_text(fig["plan"]))
+        plan = fig["plan"]
+        lines.append("  " + (plan["model"] if "model" in plan else plan_text(plan)))
     return "\n".join(lines)
 
 
@@ -201,7 +227,8 @@ class _Progress:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from client.results import check_writable, reconstruct_encoded, write_csv, write_shares
+    from client.results import (check_writable, reconstruct_encoded, reconstruct_model,
+                                write_csv, write_model, write_shares)
     from client.session import Client
 
     if args.config is None or args.identity is None:
@@ -256,6 +283,23 @@ async def _run(args: argparse.Namespace) -> int:
             print_result(args, job, f"job {job['id']} done: result {job['result']!r} stored "
                    f"({args.k} features of {job['dataset']!r}, {job['security']})\n"
                    + figures_text(job.get("figures")))
+            return 0
+        if args.cmd == "train":
+            job = await cl.train(args.result, args.model, args.owner, epochs=args.epochs,
+                                 learning_rate=args.learning_rate, l2=args.l2,
+                                 valid_for=args.valid_for,
+                                 progress=None if args.json else _Progress())
+            print_result(args, job, f"job {job['id']} done: model {job['result']!r} stored "
+                   f"for {args.owner} (trained on {args.result!r}, {job['security']})\n"
+                   + figures_text(job.get("figures")))
+            return 0
+        if args.cmd == "model":
+            check_writable(args.out, args.force)
+            model = reconstruct_model(await cl.fetch(args.model))
+            write_model(args.out, model, overwrite=args.force)
+            print_result(args, dict(model.as_json(), out=str(args.out)),
+                   f"wrote model {args.model!r} ({len(model.classes)} classes, "
+                   f"{len(model.columns)} columns) to {args.out}; servers' shares consistent")
             return 0
         if args.cmd == "schema":
             text = await cl.schema_toml(args.dataset)

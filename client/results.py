@@ -22,6 +22,7 @@ from client.connection import Connections, ServerSession
 from mpcnet.config import check_name
 from mpcnet.errors import CheatingDetected, InputError, MPCError
 from mpcnet.jobrequest import SignedRequest, load_ca
+from mpcnet.plain.logreg import Model
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Fetching(Connections):
         from mpcnet.schemes import registry
 
         check_name("result", result)
-        owner = check_name("analyst", owner or self.identity)
+        owner = check_name("owner", owner or self.identity)
         key = (owner, result)
         leader = await self.session(self.dep.leader)
         listed = {(r["owner"], r["name"]): r for r in (await leader.request("results"))["results"]}
@@ -95,8 +96,9 @@ class Fetching(Connections):
         manifests = [m for m, _ in got]
         described = {k: v for k, v in entry.items() if k != "nonce"}
         first = manifests[0]
-        same = ("name", "job", "dataset", "k", "score", "rows", "security", "sharing", "parties",
-                "owner", "share_with", "request", "release", "label", "classes", "columns")
+        same = ("name", "kind", "job", "dataset", "k", "score", "rows", "security", "sharing",
+                "parties", "owner", "share_with", "request", "release", "label", "classes",
+                "columns", "source", "analyst", "training")
         if (any({k: m.get(k) for k in same} != {k: first.get(k) for k in same}
                 or m.get("party") != p for p, m in enumerate(manifests))
                 or any(first.get(k) != v for k, v in described.items())
@@ -115,14 +117,23 @@ class Fetching(Connections):
             request = signed.verify(self.dep, load_ca(self.dep.ca), now=signed.request.issued)
         except MPCError as exc:
             raise CheatingDetected("result request", f"result {result!r}: {exc}") from None
-        made = {"name": request.result, "dataset": request.dataset, "k": request.k,
-                "score": request.score, "security": request.security,
-                "owner": request.analyst, "share_with": list(request.share_with)}
-        if any(manifest.get(key) != value for key, value in made.items()):
+        if request.kind == "train":  # a model: its owner alone reads it
+            made = {"name": request.result, "kind": "model", "source": request.dataset,
+                    "score": request.score, "security": request.security,
+                    "owner": request.model_owner, "analyst": request.analyst,
+                    "share_with": []}
+            allowed = self.identity == request.model_owner
+        else:
+            made = {"name": request.result, "kind": "select", "dataset": request.dataset,
+                    "k": request.k, "score": request.score, "security": request.security,
+                    "owner": request.analyst, "share_with": list(request.share_with)}
+            allowed = request.may_read(self.identity)
+        if any(manifest.get(key, "select" if key == "kind" else None) != value
+               for key, value in made.items()):
             raise CheatingDetected("result request", f"result {result!r} does not match the "
                                                      "request that made it")
-        if not request.may_read(self.identity):
-            raise InputError(f"result {result!r} belongs to {request.analyst}, who did not "
+        if not allowed:
+            raise InputError(f"result {result!r} belongs to {made['owner']}, who did not "
                              f"share it with {self.identity}")
 
 
@@ -167,6 +178,9 @@ def reconstruct_encoded(fetched: Fetched) -> Reduced:
     from mpcnet.schemes import registry
 
     m = fetched.manifest
+    if m.get("kind") == "model":
+        raise InputError(f"result {m['name']!r} is a model; its owner reads it with "
+                         "mpc-client model")
     release = m.get("release", ["values"])
     if "values" not in release:
         raise InputError(f"the owners of dataset {m['dataset']!r} release shares only: fetch "
@@ -191,6 +205,48 @@ def reconstruct_encoded(fetched: Fetched) -> Reduced:
         classes = [m["classes"][int(c)] for c in codes]
     return Reduced(opened("reduced"), opened("exponents").astype(np.int64), names,
                    m.get("label"), classes)
+
+
+def reconstruct_model(fetched: Fetched) -> Model:
+    """The trained model (``mpcnet.plain.logreg.Model``) after checking that the servers'
+    copies of every share agree; the columns are named where the data owners release names
+    (else f1..fk, the order of D')."""
+    from mpcnet.ring import to_signed
+    from mpcnet.schemes import registry
+    from mpcnet.train.model import PARTS, model_of
+
+    m = fetched.manifest
+    if m.get("kind") != "model":
+        raise InputError(f"result {m['name']!r} is a selection, not a model; fetch it with "
+                         "mpc-client fetch")
+    info = registry.get(m["security"])
+    values = {part: to_signed(info.reconstruct({p: a[part] for p, a in fetched.shares.items()}))
+              for part in PARTS}
+    k = len(values["ratio"])
+    columns = [f"f{i + 1}" for i in range(k)]
+    if "indices" in next(iter(fetched.shares.values())):
+        indices = to_signed(info.reconstruct({p: a["indices"]
+                                              for p, a in fetched.shares.items()}))
+        if m.get("columns") is None or not ((0 <= indices) & (indices < len(m["columns"]))).all():
+            raise CheatingDetected("result consistency", "the model's indices do not name "
+                                                         "columns of the dataset")
+        columns = [m["columns"][int(i)] for i in indices]
+    return model_of(values, m["classes"], columns)
+
+
+def write_model(path: Path, model: Model, *, overwrite: bool = False) -> None:
+    """The model as JSON, written whole or not at all and readable by its owner only."""
+    import json
+    import os
+
+    check_writable(path, overwrite)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(model.as_json(), f, indent=1)
+        f.write("\n")
+    tmp.replace(path)
 
 
 def reconstruct(fetched: Fetched) -> np.ndarray:

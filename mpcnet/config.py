@@ -22,7 +22,8 @@ Example (see ``deploy/local.toml``)::
 
     [[clients]]
     name = "hospital-a"
-    role = "owner"             # owner: may upload; analyst: may run jobs and fetch results
+    role = "owner"             # owner: may upload; analyst: may run jobs and fetch results;
+                               # model-owner: may receive the models trained for it
     datasets = ["*"]           # owners only: datasets it may contribute to ("*" = any)
 """
 
@@ -36,7 +37,7 @@ from typing import Any
 
 from mpcnet.errors import ConfigError
 
-ROLES = ("owner", "analyst")
+ROLES = ("owner", "analyst", "model-owner")
 # used with fullmatch: "$" would also accept a trailing newline ("name\n")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -75,10 +76,10 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """One client identity (a data owner or an analyst) and what it may do."""
+    """One client identity (a data owner, an analyst or a model owner) and what it may do."""
 
     name: str
-    role: str                           # "owner" or "analyst"
+    role: str                           # "owner", "analyst" or "model-owner"
     cert: Path
     key: Path
     datasets: tuple[str, ...] = ("*",)  # owners: dataset names it may contribute to

@@ -17,6 +17,7 @@ for a request.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -42,6 +43,8 @@ MAX_SHARED = 64
 DEFAULT_VALIDITY = 3600.0  # seconds a request stays usable unless the analyst says otherwise
 MAX_VALIDITY = 7 * 86400.0
 CLOCK_SKEW = 300.0  # servers' and clients' clocks may differ this much
+TRAIN_SCORE = "logistic-regression"  # the score field of a training request
+TRAIN_FIELDS = ("kind", "model_owner", "epochs", "learning_rate", "l2")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,13 @@ class JobRequest:
     nonce: str = ""
     issued: float = 0.0
     expires: float = 0.0  # the job must start before this time (servers' clocks)
+    # a training job (kind "train"): ``dataset`` names the analyst's selection result it
+    # trains on, ``result`` the model, revealed to ``model_owner`` only
+    kind: str = "select"
+    model_owner: str = ""
+    epochs: int = 0
+    learning_rate: float = 0.0
+    l2: float = 0.0
 
     @classmethod
     def new(cls, analyst: str, dataset: str, k: int, score: str, security: str, result: str,
@@ -73,11 +83,28 @@ class JobRequest:
                    tuple(sorted(set(share_with))), secrets.token_hex(16), now,
                    round(now + valid_for, 3))
 
-    def payload(self) -> bytes:
-        """The bytes that are signed: the domain tag and the fields as canonical JSON."""
+    @classmethod
+    def training(cls, analyst: str, source: str, security: str, model: str, owner: str,
+                 epochs: int, learning_rate: float, l2: float,
+                 valid_for: float = DEFAULT_VALIDITY) -> JobRequest:
+        """A request to train a model on the analyst's result ``source`` for ``owner``."""
+        base = cls.new(analyst, source, 0, TRAIN_SCORE, security, model, (), valid_for)
+        return dataclasses.replace(base, kind="train", model_owner=owner, epochs=epochs,
+                                   learning_rate=float(learning_rate), l2=float(l2))
+
+    def fields(self) -> dict[str, Any]:
+        """The request as it is signed and travels: a selection's without the training
+        fields (so its signature is what it always was)."""
         fields = asdict(self)
         fields["share_with"] = list(self.share_with)
-        return DOMAIN + json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+        if self.kind == "select":
+            for name in TRAIN_FIELDS:
+                del fields[name]
+        return fields
+
+    def payload(self) -> bytes:
+        """The bytes that are signed: the domain tag and the fields as canonical JSON."""
+        return DOMAIN + json.dumps(self.fields(), sort_keys=True, separators=(",", ":")).encode()
 
     def may_read(self, name: str) -> bool:
         """Whether client ``name`` may see the job and fetch its result."""
@@ -103,9 +130,7 @@ class SignedRequest:
         return cls(request, signature, cert_path.read_bytes())
 
     def to_wire(self) -> dict[str, Any]:
-        fields = asdict(self.request)
-        fields["share_with"] = list(self.request.share_with)
-        return {**fields, "signature": self.signature.hex(),
+        return {**self.request.fields(), "signature": self.signature.hex(),
                 "certificate": self.certificate.decode("ascii")}
 
     @classmethod
@@ -138,6 +163,17 @@ class SignedRequest:
         request = JobRequest(names[0], names[1], field("k", int), names[3], names[4], names[2],
                              tuple(shared), nonce, float(field("issued", (int, float))),
                              float(field("expires", (int, float))))
+        kind = wire.get("kind", "select")
+        if kind == "train":
+            owner = field("model_owner", str)
+            if not NAME_RE.fullmatch(owner):
+                raise InputError(f"job request: {owner!r} is not a valid name")
+            request = dataclasses.replace(
+                request, kind="train", model_owner=owner, epochs=field("epochs", int),
+                learning_rate=float(field("learning_rate", (int, float))),
+                l2=float(field("l2", (int, float))))
+        elif kind != "select" or any(name in wire for name in TRAIN_FIELDS):
+            raise InputError(f"job request: unknown kind {kind!r} or fields of another kind")
         return cls(request, bytes.fromhex(signature), cert.encode("ascii"))
 
     def verify(self, dep: Deployment, ca: x509.Certificate, now: float | None = None
@@ -170,6 +206,14 @@ class SignedRequest:
                                f"{r.analyst!r}")
         if not dep.is_client(r.analyst) or dep.client(r.analyst).role != "analyst":
             raise AccessDenied(f"{r.analyst!r} is not an analyst of this deployment")
+        if r.kind == "train" and not (r.model_owner == r.analyst or (
+                dep.is_client(r.model_owner)
+                and dep.client(r.model_owner).role == "model-owner")):
+            raise AccessDenied(f"the job request reveals its model to {r.model_owner!r}, who "
+                               "is not a model owner of this deployment (nor the analyst)")
+        if r.kind == "train" and r.share_with:
+            raise AccessDenied("a training request shares nothing: its model goes to its "
+                               "owner only")
         not_analysts = [n for n in r.share_with
                         if not dep.is_client(n) or dep.client(n).role != "analyst"]
         if not_analysts:

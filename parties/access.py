@@ -1,10 +1,12 @@
 """Layer: server. Who may do what: every access rule of a server in one place.
 
-Roles come from the deployment file (``owner``, ``analyst``) or from a server's certificate
-(``server``, for healthchecks). An operation is allowed to roles (``OPERATIONS``); beyond the
+Roles come from the deployment file (``owner``, ``analyst``, ``model-owner``) or from a server's
+certificate (``server``, for healthchecks). An operation is allowed to roles (``OPERATIONS``); beyond the
 role, owners contribute only to their datasets and read only their schemas (the per-column
 scale exponents, which would tell an analyst which columns its D' holds), and a result or a job
-belongs to the analyst whose signed request made it and to those it named (``Job.may_read``).
+belongs to the analyst whose signed request made it and to those it named (``Job.may_read``); a
+model belongs to the model owner its training request named, and to nobody else (not to the
+analyst who trained it, unless it named itself).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ OPERATIONS: dict[str, tuple[frozenset[str], str]] = {
     "abort": (frozenset({"owner"}), "share"),
     "withdraw": (frozenset({"owner"}), "share"),
     "select": (frozenset({"analyst"}), "select"),
+    "train": (frozenset({"analyst"}), "train"),
     "job": (frozenset({"analyst"}), "select"),
     "jobs": (frozenset({"analyst"}), "jobs"),
-    "results": (frozenset({"analyst"}), "results"),
-    "fetch": (frozenset({"analyst"}), "fetch"),
+    "results": (frozenset({"analyst", "model-owner"}), "results"),
+    "fetch": (frozenset({"analyst", "model-owner"}), "fetch"),
 }
 
 
@@ -58,6 +61,14 @@ def check_schema_reader(dep: Deployment, name: str, role: str, dataset: str) -> 
                            "read its schema")
 
 
+SERVER_ONLY = ("files", "class_names", "label_name")
+"""Manifest keys a client never receives: the files, and what a training job needs that the
+data owners may not release (the class names, the label's name)."""
+SERVER_ONLY_PARTS = ("training_labels",)
+"""Share arrays that never leave the servers: the one-hot labels a training job reads."""
+
+
 def may_read_result(name: str, manifest: dict[str, Any]) -> bool:
-    """A result belongs to the analyst whose request made it and to those it named."""
+    """A result belongs to the analyst whose request made it and to those it named; a model
+    to its owner (stored as the manifest's owner, with no one named)."""
     return name == manifest.get("owner") or name in manifest.get("share_with", [])

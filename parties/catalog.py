@@ -301,7 +301,11 @@ def _extend_categories(ds: str, agreed: dict[str, list[str]],
 
 def digest(manifest: Manifest) -> str:
     """A fingerprint of what every server must agree on (schema and contributions, not the
-    share files, which differ from server to server)."""
+    share files, which differ from server to server); for a result, the job that made it."""
+    if "contributions" not in manifest:
+        made = {k: manifest.get(k) for k in ("name", "owner", "job", "request", "rows",
+                                             "security", "value_bits", "class_names")}
+        return hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()
     public = {"layout": manifest["layout"], "sharing": manifest["sharing"],
               "schema": manifest["schema"], "rows": manifest["rows"],
               "contributions": [{k: c.get(k) for k in ("id", "owner", "seq", "rows", "columns",
@@ -329,6 +333,29 @@ def release_of(manifest: Manifest) -> list[str]:
     return sorted(allowed)
 
 
+def value_bits(manifest: Manifest) -> int:
+    """The bound 2^bits of the dataset's encoded values (the widest of its contributions)."""
+    return max(int(c.get("value_bits", OLD_VALUE_BITS)) for c in manifest["contributions"])
+
+
+def ready_for_training(result: Manifest, security: str) -> None:
+    """Refuse to train on a selection result made under another setting (its owners' choice
+    of security holds for what is computed on it), without the label shares training needs
+    (results of older servers) or with values wider than the standardisation holds."""
+    name = result["name"]
+    if result.get("security") != security:
+        raise InputError(f"result {name!r} was selected under {result.get('security')}; "
+                         f"train on it under the same setting (--security "
+                         f"{result.get('security')})")
+    if "training_labels" not in result.get("files", {}) or "value_bits" not in result:
+        raise InputError(f"result {name!r} was made by an older server and holds no label "
+                         "shares for training; run the selection again")
+    if int(result["value_bits"]) > VALUE_BITS:
+        raise InputError(f"result {name!r} holds values encoded below "
+                         f"2^{result['value_bits']}; training needs them below 2^{VALUE_BITS} "
+                         "(share the files again with this client)")
+
+
 def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
     """Refuse a selection the dataset cannot support (no label yet, k out of range, a
     passive setting when an owner asked for active security)."""
@@ -343,7 +370,7 @@ def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
     if manifest["schema"]["label"] is None:
         raise _fail(ds, "no contribution carries the label yet; share the label column first")
     m = int(manifest["rows"])
-    bits = max(int(c.get("value_bits", OLD_VALUE_BITS)) for c in manifest["contributions"])
+    bits = value_bits(manifest)
     if 2 * m * 2**bits >= 2**63:  # the mean-split test (mpcnet.fixedpoint)
         older = sorted({c["owner"] for c in manifest["contributions"]
                         if int(c.get("value_bits", OLD_VALUE_BITS)) == bits})

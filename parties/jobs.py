@@ -29,21 +29,26 @@ from cryptography import x509
 
 from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError
-from mpcnet.jobrequest import JobRequest, SignedRequest
+from mpcnet.jobrequest import TRAIN_SCORE, JobRequest, SignedRequest
+from mpcnet.plain.logreg import Training
+from mpcnet.train.logreg import check_training
 from mpcnet.schemes.registry import sharing_of
 from parties import catalog
 from parties.storage import Storage
 
 SCORES = ("ms-gini",)
+KINDS = ("select", "train")
 JOB_ID_RE = re.compile(r"[0-9a-f]{12}")  # what ``submit`` makes (uuid4 hex)
 DIGEST_RE = re.compile(r"[0-9a-f]{64}")  # ``catalog.digest``: all of SHA-256
-SPEC_FIELDS = ("id", "dataset", "digest", "k", "score", "security", "result", "submitted_by",
-               "n_parties", "request")
+SPEC_FIELDS = ("id", "kind", "dataset", "digest", "k", "score", "security", "result",
+               "submitted_by", "model_owner", "training", "n_parties", "request")
 
 
 @dataclass
 class Job:
-    """A selection job as every server records it (never a value or share)."""
+    """A selection or training job as every server records it (never a value or share). A
+    training job trains on the analyst's result ``dataset`` and stores the model ``result``
+    for ``model_owner``."""
 
     id: str
     dataset: str
@@ -55,6 +60,9 @@ class Job:
     submitted_by: str
     n_parties: int
     request: dict[str, Any] = field(default_factory=dict)  # as the analyst signed it
+    kind: str = "select"
+    model_owner: str = ""
+    training: dict[str, Any] = field(default_factory=dict)  # epochs, learning_rate, l2
     signed: bool = False            # its signature verified here: the request is used up
     state: str = "queued"           # queued -> running -> done | failed
     error: str | None = None
@@ -66,9 +74,18 @@ class Job:
     @classmethod
     def of(cls, job_id: str, digest: str, r: JobRequest, wire: dict[str, Any]) -> Job:
         """The job a request asks for."""
+        training = ({"epochs": r.epochs, "learning_rate": r.learning_rate, "l2": r.l2}
+                    if r.kind == "train" else {})
         return cls(id=job_id, dataset=r.dataset, digest=digest, k=r.k, score=r.score,
                    security=r.security, result=r.result, submitted_by=r.analyst,
-                   n_parties=sharing_of(r.security)[1], request=wire)
+                   n_parties=sharing_of(r.security)[1], request=wire, kind=r.kind,
+                   model_owner=r.model_owner, training=training)
+
+    @property
+    def stored_as(self) -> tuple[str, str]:
+        """(whose, name) of what the job stores: a selection's result is its analyst's, a
+        model its owner's."""
+        return (self.model_owner if self.kind == "train" else self.submitted_by, self.result)
 
     def spec(self) -> dict[str, Any]:
         """What the coordinator sends the members."""
@@ -124,8 +141,8 @@ class JobBook:
                       key=lambda j: j.created)
 
     # -- the coordinator ------------------------------------------------------------------
-    def submit(self, wire: Any, analyst: str) -> Job:
-        """Queue the job of ``analyst``'s signed request (``wire``)."""
+    def submit(self, wire: Any, analyst: str, kind: str = "select") -> Job:
+        """Queue the job of ``analyst``'s signed request (``wire``), a request of ``kind``."""
         if self.party != 0:
             raise InputError(f"jobs are started by the coordinator {self.dep.leader.name} "
                              f"({self.dep.leader.address}), not by {self.name}")
@@ -133,14 +150,15 @@ class JobBook:
         request = signed.verify(self.dep, self.ca)
         if request.analyst != analyst:
             raise AccessDenied(f"{analyst} sent a job request signed by {request.analyst}")
+        if request.kind != kind:
+            raise InputError(f"a {request.kind} request was sent as a {kind} request")
         check_name("dataset", request.dataset)
         check_name("result", request.result)
         self._check_fresh(request)
-        if any(j.result == request.result and j.submitted_by == request.analyst and j.active
-               for j in self.jobs.values()):
+        job = Job.of(uuid.uuid4().hex[:12], "", request, signed.to_wire())
+        if any(j.stored_as == job.stored_as and j.active for j in self.jobs.values()):
             raise InputError(f"result {request.result!r} is already being computed by another "
                              "job")
-        job = Job.of(uuid.uuid4().hex[:12], "", request, signed.to_wire())
         job.signed = True
         job.digest = catalog.digest(self.check_job(job, digest=False))
         self._save(job)
@@ -209,15 +227,27 @@ class JobBook:
 
     # -- both -------------------------------------------------------------------------------
     def check_job(self, job: Job, digest: bool = True) -> dict[str, Any]:
-        """The dataset manifest of ``job``, if this server can run it: a known score, enough
-        servers, the dataset stored here for the setting's sharing and fit for k, equal to
-        ``job.digest`` (unless the coordinator is making the job) and a free result name."""
-        if job.score not in SCORES:
-            raise InputError(f"unknown score {job.score!r}; available: {', '.join(SCORES)}")
+        """The manifest of what ``job`` computes on (a dataset, or the result a model is
+        trained on), if this server can run it: a known score, enough servers, the input
+        stored here for the setting and fit for the job, equal to ``job.digest`` (unless the
+        coordinator is making the job) and a free name for what it stores."""
         sharing, n = sharing_of(job.security)
         if n > len(self.dep.servers):
             raise InputError(f"{job.security} needs {n} servers; this deployment has "
                              f"{len(self.dep.servers)}")
+        manifest = (self._training_source(job) if job.kind == "train"
+                    else self._selection_dataset(job, sharing))
+        if digest and catalog.digest(manifest) != job.digest:
+            raise InputError(f"{job.kind} input {job.dataset!r} on {self.name} differs from the "
+                             "coordinator's copy (an upload or a result did not reach every "
+                             "server); share it again under a new name")
+        if self.storage.result(*job.stored_as) is not None:
+            raise InputError(f"result {job.result!r} already exists; choose another name")
+        return manifest
+
+    def _selection_dataset(self, job: Job, sharing: str) -> dict[str, Any]:
+        if job.kind != "select" or job.score not in SCORES:
+            raise InputError(f"unknown score {job.score!r}; available: {', '.join(SCORES)}")
         manifest = self.storage.dataset(job.dataset)
         if manifest is None:
             raise InputError(f"dataset {job.dataset!r} is not stored on {self.name}; share it "
@@ -227,13 +257,18 @@ class JobBook:
                              f"{job.security} needs a dataset shared for {sharing} (share it "
                              f"again with --security {job.security})")
         catalog.ready_for_selection(manifest, job.k, job.security)
-        if digest and catalog.digest(manifest) != job.digest:
-            raise InputError(f"dataset {job.dataset!r} on {self.name} differs from the "
-                             "coordinator's copy (an upload did not reach every server); "
-                             "share it again under a new name")
-        if self.storage.result(job.submitted_by, job.result) is not None:
-            raise InputError(f"result {job.result!r} already exists; choose another --result")
         return manifest
+
+    def _training_source(self, job: Job) -> dict[str, Any]:
+        if job.score != TRAIN_SCORE or job.k != 0:
+            raise InputError(f"a training job trains {TRAIN_SCORE}, not {job.score!r}")
+        check_training(Training(**job.training))
+        source = self.storage.result(job.submitted_by, job.dataset)
+        if source is None or source.get("kind", "select") != "select":
+            raise InputError(f"no selection result {job.dataset!r} of {job.submitted_by} on "
+                             f"{self.name}; run mpc-client select first")
+        catalog.ready_for_training(source, job.security)
+        return source
 
     def start(self, job: Job) -> None:
         job.state, job.started = "running", time.time()

@@ -31,7 +31,8 @@ from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel
 from mpcnet.schemes import registry
-from mpcnet.schemes.base import Scheme
+from mpcnet.plain.logreg import Training
+from mpcnet.schemes.base import Scheme, Shared
 from parties import catalog
 from parties.jobs import Job
 from parties.storage import Storage
@@ -99,8 +100,6 @@ class JobRunner:
     async def run(self, job: Job, conns: dict[int, FrameProtocol]
                   ) -> tuple[str | None, dict[str, Any] | None]:
         """(why it failed or None, the job's figures), once the job has ended here."""
-        from mpcnet.featsel.gini_fs import label_codes, select_stored
-
         party, t = self.dep.party(self.name), self.dep.timeouts
         channel = self.runtime.channel(party, job.n_parties, job.id, conns)
         engine = RoundEngine(channel, t.round + t.handshake)
@@ -110,42 +109,16 @@ class JobRunner:
         start = time.perf_counter()
         closing = contextlib.ExitStack()
         try:
-            # reading and checking (SHA-256) the shares may take long: not on the event loop
-            manifest, stored, labels = await asyncio.to_thread(self.storage.load_dataset,
-                                                               job.dataset)
-            closing.callback(stored.close)
-            # a contribution committed after the job was checked must not be computed on: the
-            # job runs on exactly the dataset every server checked (its digest), with the
-            # security its owners asked for
-            if catalog.digest(manifest) != job.digest:
-                raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
-                                 "(a contribution was committed meanwhile); run it again")
-            catalog.ready_for_selection(manifest, job.k, job.security)
-            data, labels = self.runtime.inputs(stored, labels)
-            if labels is None:
-                raise InputError(f"dataset {job.dataset!r} has no label")
-            schema = manifest["schema"]
-            with engine.phase("setup"):
-                scheme = await self.runtime.scheme(job.security).setup(engine)
-                budget = await agreed_budget(engine, self.dep.memory_budget)
-            res = await select_stored(scheme, data, labels, len(schema["classes"]), job.k,
-                                      np.asarray(schema["exponents"], dtype=np.int64),
-                                      budget)
-            del data, labels
-            release = catalog.release_of(manifest)
-            outputs = {"reduced": res.reduced, "exponents": res.exponents}
-            if "label" in release:
-                outputs["labels"] = label_codes(scheme, res.labels)
-            if "names" in release:
-                outputs["indices"] = res.indices
+            compute = self._train if job.kind == "train" else self._select
+            scheme, outputs, manifest, plan = await compute(job, engine, closing)
             staged, files = self.storage.stage_result(
                 {name: await scheme.output(x) for name, x in outputs.items()})
             with engine.phase("commit"):
                 await engine.broadcast(np.ones(1, dtype=np.uint8))  # all staged: commit
-            self.storage.commit_result(self._manifest(job, manifest, files), staged)
+            self.storage.commit_result(dict(manifest, files=files), staged)
             staged = None
             figures = dict(engine.report(), seconds=round(time.perf_counter() - start, 4),
-                           plan=res.plan,
+                           plan=plan,
                            wire={self.dep.servers[p].name: {"sent": a, "recv": b}
                                  for p, (a, b) in channel.bytes_by_peer().items()})
             log.info("job %s done in %.3f s: %s rounds, %s bytes sent; result %s stored",
@@ -168,20 +141,88 @@ class JobRunner:
             self.engines.pop(job.id, None)
             await channel.close()
 
-    def _manifest(self, job: Job, dataset: dict[str, Any], files: dict[str, Any]
-                  ) -> dict[str, Any]:
+    async def _setup(self, job: Job, engine: RoundEngine) -> tuple[Scheme, int]:
+        """The job's scheme and the memory budget its servers agreed on."""
+        with engine.phase("setup"):
+            scheme = await self.runtime.scheme(job.security).setup(engine)
+            return scheme, await agreed_budget(engine, self.dep.memory_budget)
+
+    async def _select(self, job: Job, engine: RoundEngine, closing: contextlib.ExitStack
+                      ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:
+        """pi_GINI-FS on the job's dataset: the scheme, what to store, the result's manifest
+        (without its files) and the plan."""
+        from mpcnet.featsel.gini_fs import label_codes, select_stored
+
+        # reading and checking (SHA-256) the shares may take long: not on the event loop
+        manifest, stored, labels = await asyncio.to_thread(self.storage.load_dataset,
+                                                           job.dataset)
+        closing.callback(stored.close)
+        # a contribution committed after the job was checked must not be computed on: the
+        # job runs on exactly the dataset every server checked (its digest), with the
+        # security its owners asked for
+        if catalog.digest(manifest) != job.digest:
+            raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
+                             "(a contribution was committed meanwhile); run it again")
+        catalog.ready_for_selection(manifest, job.k, job.security)
+        data, labels = self.runtime.inputs(stored, labels)
+        if labels is None:
+            raise InputError(f"dataset {job.dataset!r} has no label")
+        schema = manifest["schema"]
+        scheme, budget = await self._setup(job, engine)
+        res = await select_stored(scheme, data, labels, len(schema["classes"]), job.k,
+                                  np.asarray(schema["exponents"], dtype=np.int64), budget)
+        del data, labels
+        release = catalog.release_of(manifest)
+        # the label's one-hot shares stay on the servers, for training (never fetched)
+        outputs = {"reduced": res.reduced, "exponents": res.exponents,
+                   "training_labels": res.labels}
+        if "label" in release:
+            outputs["labels"] = label_codes(scheme, res.labels)
+        if "names" in release:
+            outputs["indices"] = res.indices
+        return scheme, outputs, self._manifest(job, manifest), res.plan
+
+    async def _train(self, job: Job, engine: RoundEngine, closing: contextlib.ExitStack
+                     ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:
+        """Logistic regression on the analyst's selection result (Fig. 1, step 2B): its
+        shares input again (checked by their holders, authenticated by active schemes),
+        the model stored for its owner."""
+        from mpcnet.train.model import train_on_result
+
+        source, arrays = await asyncio.to_thread(self.storage.load_result, job.submitted_by,
+                                                 job.dataset)
+        if catalog.digest(source) != job.digest:
+            raise InputError(f"result {job.dataset!r} changed after the job was checked; "
+                             "run it again")
+        catalog.ready_for_training(source, job.security)
+        scheme, _ = await self._setup(job, engine)
+        outputs, plan = await train_on_result(scheme, arrays, len(source["class_names"]),
+                                              Training(**job.training))
+        manifest = {"name": job.result, "kind": "model", "dataset": source["dataset"],
+                    "source": job.dataset, "job": job.id, "k": source["k"],
+                    "score": job.score, "security": job.security, "sharing": source["sharing"],
+                    "rows": source["rows"], "party": self.dep.party(self.name),
+                    "release": ["values"], "classes": source["class_names"],
+                    "columns": source.get("columns"), "label": source.get("label_name"),
+                    "parties": source["parties"], "owner": job.model_owner,
+                    "share_with": [], "analyst": job.submitted_by, "training": job.training,
+                    "request": job.request}
+        return scheme, outputs, manifest, plan
+
+    def _manifest(self, job: Job, dataset: dict[str, Any]) -> dict[str, Any]:
         release = catalog.release_of(dataset)
         schema = dataset["schema"]
-        return {"name": job.result, "dataset": job.dataset, "job": job.id, "k": job.k,
-                "score": job.score, "security": job.security, "sharing": dataset["sharing"],
-                "rows": dataset["rows"], "party": self.dep.party(self.name),
-                "release": release,
+        return {"name": job.result, "kind": "select", "dataset": job.dataset, "job": job.id,
+                "k": job.k, "score": job.score, "security": job.security,
+                "sharing": dataset["sharing"], "rows": dataset["rows"],
+                "party": self.dep.party(self.name), "release": release,
                 "label": schema["label"] if "label" in release else None,
                 "classes": schema["classes"] if "label" in release else None,
                 "columns": schema["columns"] if "names" in release else None,
                 "parties": [s.name for s in self.dep.servers[:job.n_parties]],
                 "owner": job.submitted_by, "share_with": job.request.get("share_with", []),
-                "request": job.request, "files": files}
+                "request": job.request, "value_bits": catalog.value_bits(dataset),
+                "class_names": schema["classes"], "label_name": schema["label"]}
 
     @staticmethod
     def _failed(job: Job, error: str, engine: RoundEngine, start: float

@@ -115,12 +115,12 @@ class PartyServer:
     def view(self, job: Job) -> dict[str, Any]:
         return job.view(self.runner.progress(job.id))
 
-    def submit(self, wire_request: Any, analyst: str) -> Job:
-        """Coordinator: queue the job of an analyst's signed request."""
-        job = self.jobs.submit(wire_request, analyst)
+    def submit(self, wire_request: Any, analyst: str, kind: str = "select") -> Job:
+        """Coordinator: queue the job of an analyst's signed request of ``kind``."""
+        job = self.jobs.submit(wire_request, analyst, kind)
         self.queue.put_nowait(job)
-        log.info("job %s queued by %s: %s on %s, k=%d, %s -> result %s", job.id, analyst,
-                 job.score, job.dataset, job.k, job.security, job.result)
+        log.info("job %s queued by %s: %s %s on %s, k=%d, %s -> result %s", job.id, analyst,
+                 job.kind, job.score, job.dataset, job.k, job.security, job.result)
         return job
 
     def spec_of(self, job: Job) -> dict[str, Any]:

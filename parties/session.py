@@ -109,6 +109,7 @@ class ClientSession:
                 out.append({k: m.get(k) for k in ("name", "dataset", "job", "k", "score",
                                                   "security", "rows", "parties", "owner",
                                                   "share_with", "release")}
+                           | {"kind": m.get("kind", "select")}
                            | {"nonce": m.get("request", {}).get("nonce")})
         return {"results": out}
 
@@ -187,15 +188,22 @@ class ClientSession:
         job = self.s.submit(args.get("request"), self.name)
         return {"job": self.s.view(job)}
 
+    async def op_train(self, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.s.submit(args.get("request"), self.name, "train")
+        return {"job": self.s.view(job)}
+
     async def op_fetch(self, args: dict[str, Any]) -> None:
         name = check_name("result", str(args.get("result", "")))
-        owner = check_name("analyst", str(args.get("owner") or self.name))
+        owner = check_name("owner", str(args.get("owner") or self.name))
         stored = self.s.storage.result(owner, name)
         if stored is None or not access.may_read_result(self.name, stored):
             raise InputError(f"no result {name!r} of {owner} that you may read on "
                              f"{self.s.name}; see mpc-client results")
         manifest, arrays = await asyncio.to_thread(self.s.storage.load_result, owner, name)
-        self.send(wire.Ok({"manifest": {k: v for k, v in manifest.items() if k != "files"},
+        for part in access.SERVER_ONLY_PARTS:
+            arrays.pop(part, None)
+        self.send(wire.Ok({"manifest": {k: v for k, v in manifest.items()
+                                        if k not in access.SERVER_ONLY},
                            "arrays": sorted(arrays)}))
         for part in sorted(arrays):
             self.send(wire.NamedArray(part), arrays[part])

@@ -15,7 +15,7 @@ LAYERS = {
     "mpcnet.config": 2, "mpcnet.identity": 2, "mpcnet.jobrequest": 2, "mpcnet.net": 2,
     "mpcnet.schemes": 3,
     "mpcnet.ops": 4,
-    "mpcnet.featsel": 5,
+    "mpcnet.featsel": 5, "mpcnet.train": 5,
     "certs": 6, "parties": 7, "client": 7,
 }
 

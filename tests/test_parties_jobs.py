@@ -56,7 +56,8 @@ class World:
         digest = catalog.digest(self.bob.storage.dataset("study"))
         return {"id": f"{next(self.ids):012x}", "dataset": r.dataset, "digest": digest,
                 "k": r.k, "score": r.score, "security": r.security, "result": r.result,
-                "submitted_by": r.analyst, "n_parties": 3, "request": wire} | over
+                "submitted_by": r.analyst, "n_parties": 3, "request": wire, "kind": r.kind,
+                "model_owner": r.model_owner, "training": {}} | over
 
 
 def _share_dataset(storage: Storage, dep: Deployment, party: int, dataset: str = "study",

@@ -1,0 +1,131 @@
+"""Layer: train. Private logistic regression on the shares of D' (Fig. 1, step 2B).
+
+The paper leaves training to existing MPC logistic regression (it cites De Cock, Dowsley,
+Nascimento, Railsback, Shen, Todoki, BMC Medical Genomics 2021): full-batch gradient descent in
+fixed point with a secure sigmoid. This is that, on the reduced dataset a selection stored,
+without reconstructing it, under every scheme, and nothing is opened:
+
+1. the columns of D' are standardised privately (``mpcnet.train.standardise``);
+2. the targets come from the shared one-hot labels: for two classes the second class, else one
+   column per class against the rest;
+3. every epoch: scores Z = [X~ 1] W (one matrix product), P = s(Z) (``mpcnet.train.sigmoid``,
+   exact, no truncation), G = [X~ 1]^T (P - Y) (one matrix product), then the update of
+   ``mpcnet.plain.logreg`` (heavy-ball momentum, L2 penalty on the weights, not on the
+   intercept) with two truncations of the (k + 1) x C weights only. No value of size m is
+   truncated during training.
+
+Fixed point: features 8 fractional bits, weights ``WEIGHT_BITS`` = 12, scores 20, P 28, the
+gradient 36 (|G| <= m 2^36 (1 + 0.0073) < 2^61 for m < 2^24, since sum_i |x~_i| <= m for
+standardised columns), then 24 before the step: the learning rate over m is the public
+round(lr 2^34 / m) (relative precision 2^-10 at m = 2^24) and l2 is rounded to 2^-12.
+The active schemes check every product of a block of ``CHECK_EVERY`` epochs at its end
+(``Scheme.checkpoint``), so their records never hold more than that; the job's final
+``verify`` runs before any share of the model leaves a server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpcnet.errors import InputError
+from mpcnet.ops.truncate import trunc
+from mpcnet.plain.logreg import Training
+from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.train.sigmoid import SLOPE_BITS, sigmoid
+from mpcnet.train.standardise import FEATURE_BITS, Standardised, standardise
+
+U64 = np.uint64
+WEIGHT_BITS = 12
+SCORE_BITS = FEATURE_BITS + WEIGHT_BITS
+PROB_BITS = SCORE_BITS + SLOPE_BITS
+GRAD_BITS = FEATURE_BITS + PROB_BITS
+KEPT_BITS = 24  # the gradient's fractional bits before the step
+STEP_BITS = 34  # round(lr 2^STEP_BITS / m)
+L2_BITS = KEPT_BITS - WEIGHT_BITS
+CHECK_EVERY = 10
+MAX_EPOCHS = 10_000
+MAX_LEARNING_RATE = 8.0
+
+
+@dataclass
+class TrainedModel:
+    """Shares of a model: (k + 1) x C weights (the last row the intercepts) with WEIGHT_BITS
+    fractional bits, and the standardisation of its columns."""
+
+    weights: Shared
+    columns: Standardised
+
+
+def check_training(training: Training) -> None:
+    """Refuse hyper-parameters outside what the fixed point holds, naming the bound."""
+    if not 1 <= training.epochs <= MAX_EPOCHS:
+        raise InputError(f"epochs must be 1 to {MAX_EPOCHS}, not {training.epochs}")
+    if not 0 < training.learning_rate <= MAX_LEARNING_RATE:
+        raise InputError(f"the learning rate must be above 0 and at most {MAX_LEARNING_RATE}, "
+                         f"not {training.learning_rate}")
+    if not 0 <= training.l2 <= 1024:
+        raise InputError(f"l2 must be 0 to 1024, not {training.l2}")
+    if not 0 <= training.momentum < 1:
+        raise InputError(f"the momentum must be in [0, 1), not {training.momentum}")
+
+
+def targets(s: Scheme, labels: Shared) -> Shared:
+    """0/1 targets (m x C) from the one-hot labels without the last class (m x (n - 1)):
+    for two classes [second class] = 1 - label_0, else every class, the last one being
+    1 - the sum of the others."""
+    m, rest = labels.shape
+    last = s.add_public(s.neg(s.sum(labels, 1)), U64(1)).reshape(m, 1)
+    if rest == 1:
+        return last
+    return _join_columns([labels, last])
+
+
+def _join_columns(parts: list[Shared]) -> Shared:
+    """Side-by-side join of m x c_i sharings (a local operation)."""
+    lead = parts[0].lead
+    return Shared(np.concatenate([p.data for p in parts], axis=-1), lead, parts[0].binary)
+
+
+async def train(s: Scheme, data: Shared, labels: Shared, training: Training = Training()
+                ) -> TrainedModel:
+    """Logistic regression on the m x k fixed-point integers ``data`` (D') and the one-hot
+    labels (m x (n - 1)), as ``mpcnet.plain.logreg.fit`` on the standardised columns."""
+    check_training(training)
+    m, k = data.shape
+    if labels.shape[0] != m or labels.shape[1] < 1:
+        raise InputError(f"labels must be {m} x (classes - 1), not {labels.shape}")
+    with s.engine.phase("standardise"):
+        columns = await standardise(s, data)
+    with s.engine.phase("training"):
+        y = s.mul_public(targets(s, labels), U64(1 << PROB_BITS))
+        ones = s.public(np.full((m, 1), 1 << FEATURE_BITS, dtype=U64))
+        rows = _join_columns([columns.features, ones])  # [X~ 1], m x (k + 1)
+        weights = await _descend(s, rows, y, training)
+    return TrainedModel(weights, columns)
+
+
+async def _descend(s: Scheme, rows: Shared, y: Shared, training: Training) -> Shared:
+    m, width = rows.shape
+    shape = (width, y.shape[1])
+    weights = velocity = s.public(np.zeros(shape, dtype=U64))
+    penalty = np.zeros(shape, dtype=U64)
+    penalty[:-1] = round(training.l2 * 2**L2_BITS)
+    rate = U64(round(training.learning_rate * 2**STEP_BITS / m))
+    keep = U64(round(training.momentum * 2**WEIGHT_BITS))
+    shifts = np.repeat([KEPT_BITS + STEP_BITS - WEIGHT_BITS, WEIGHT_BITS], width * shape[1])
+    columns = rows.T
+    for epoch in range(training.epochs):
+        scores = await s.matmul(rows, weights)                     # SCORE_BITS
+        errors = s.sub(await sigmoid(s, scores, SCORE_BITS), y)   # PROB_BITS
+        gradient = await trunc(s, await s.matmul(columns, errors), GRAD_BITS - KEPT_BITS)
+        gradient = s.add(gradient, s.mul_public(weights, penalty))
+        step, kept = split(await trunc(s, concat([s.mul_public(gradient, rate),
+                                                  s.mul_public(velocity, keep)]), shifts),
+                           [shape, shape])
+        velocity = s.sub(kept, step)
+        weights = s.add(weights, velocity)
+        if (epoch + 1) % CHECK_EVERY == 0:
+            await s.checkpoint()
+    return weights

@@ -1,0 +1,59 @@
+"""Layer: train. The secure sigmoid: a piecewise-linear approximation with no truncation.
+
+Logistic regression by gradient descent needs sigma(z) = 1 / (1 + e^-z) of every row's
+linear score once per epoch. We use the odd-symmetric piecewise-linear function
+
+    s(z) = 1/2 + sum_i (a_i / 2^8) clamp(z, -h_i, h_i),   i = 1..4,
+
+with breakpoints h = (1.09375, 2.1875, 3.6875, 6.46875) and slope steps a = (25, 22, 11, 2):
+slope 60/256 on [-h_1, h_1] (sigma'(0) = 1/4), falling to 0 beyond h_4, where s stays at
+1/2 +- 0.5038. Its largest error |s(z) - sigma(z)| over the whole line is 0.0073 (at the
+plateau; ``mpcnet.plain.logreg.SIGMOID_ERROR``, checked on a fine grid by the tests,
+where the float reference ``approximate`` lives). The constants were found by a
+local search over breakpoints in steps of 1/32 and integer slope steps.
+
+Why this one. With clamp(z, -h, h) = z - [z > h](z - h) - [z < -h](z + h), evaluating s costs
+eight sign tests, run as one batch, and eight products of a 0/1 bit with a value, in one round;
+the slopes are integers over 2^8, so s(z) is exact in fixed point with 8 more fractional bits
+than z, and no value is truncated. A truncation costs 64 shared random bits per value here
+(``mpcnet.ops.truncate``), ten times a sign test, so an odd polynomial (0.0036 at degree 9
+on [-6, 6], with five truncated products per value and a clip) costs more per epoch for an
+error that does not change the trained model's accuracy (bench.accuracy). Mohassel and Zhang
+(SecureML, S&P 2017) use three pieces (error 0.38, at z = 1/2); more pieces buy accuracy at the price of
+sign tests only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpcnet.ops.compare import ltz
+from mpcnet.plain.logreg import SIGMOID_BREAKPOINTS, SIGMOID_STEP_BITS, SIGMOID_STEPS
+from mpcnet.schemes.base import Scheme, Shared, concat, split
+
+BREAKPOINTS = SIGMOID_BREAKPOINTS
+SLOPE_STEPS = SIGMOID_STEPS
+SLOPE_BITS = SIGMOID_STEP_BITS
+
+
+async def sigmoid(s: Scheme, z: Shared, f: int) -> Shared:
+    """s(z) for shared fixed-point z with f fractional bits, with f + SLOPE_BITS fractional
+    bits (exact: no truncation). |z| < 2^(61 - f - SLOPE_BITS) suffices for every sign test and
+    product to stay in the ring. Rounds: one batch of sign tests, one of products."""
+    shape = z.shape
+    h = np.array([round(b * 2**f) for b in BREAKPOINTS], dtype=np.uint64)
+    if any(abs(round(b * 2**f) - b * 2**f) > 0 for b in BREAKPOINTS):
+        raise ValueError(f"the breakpoints need at least 5 fractional bits, not {f}")
+    zs = z.reshape(1, -1).broadcast_to((len(h), z.size))
+    hs = np.broadcast_to(h[:, None], zs.shape)
+    above = s.sub(s.public(hs), zs)        # [z > h_i]   = [h_i - z < 0]
+    below = s.add_public(zs, hs)           # [z < -h_i]  = [z + h_i < 0]
+    bits = await ltz(s, concat([above, below]))
+    over = s.sub(zs, s.public(hs))         # z - h_i
+    under = s.add_public(zs, hs)           # z + h_i
+    clipped = split(await s.mul(bits, concat([over, under])), [zs.shape, zs.shape])
+    steps = np.array(SLOPE_STEPS, dtype=np.uint64)[:, None]
+    cut = s.sum(s.mul_public(s.add(*clipped), np.broadcast_to(steps, zs.shape)), 0)
+    linear = s.mul_public(z.reshape(-1), np.uint64(sum(SLOPE_STEPS)))
+    half = np.uint64(1 << (f + SLOPE_BITS - 1))
+    return s.add_public(s.sub(linear, cut), half).reshape(shape)

@@ -1,0 +1,190 @@
+"""Layer: train. Private standardisation of the columns of D': (x - mean) / scale, in MPC.
+
+The columns of D' hold fixed-point integers z with |z| < 2^38 (``mpcnet.fixedpoint``) whose
+scales are secret (they would tell which features were chosen), and one column's values may be
+2^30 times another's. Standardising does not depend on a column's scale, but squares of z do not
+fit the ring, so every column is first brought to 17-18 significant bits by a secret power of
+two, and the statistics are computed there. For m rows and k columns, nothing opened:
+
+1. Normaliser (per column). L = the bit length of max_i |z_i|: the binary form of every z
+   (``a2b``), its sign spread over the word (z XOR (z >> 63) is |z| - [z < 0], local), an OR
+   over the rows (a tree, ceil(log2 m) AND rounds) and over the lower bits (prefix OR, six AND
+   rounds); the leading one, bit-reversed and shifted, is the word 2^(38 - L). Both become
+   arithmetic in one ``bits_of``. Then y = trunc(z 2^(38 - L), 20): |y| <= 2^18, and the
+   column's largest |y| is at least 2^17.
+2. Mean and variance of y (Welford-free, exact where it matters): S = sum y (exact),
+   mu = S / m with 16 fractional bits (times the public round(2^40 / m), truncated by 24:
+   relative error below 2^-16 of one unit), the integer centre c = round(mu), d = y - c,
+   V = sum d^2 / m - (mu - c)^2 with 16 fractional bits (sum d^2 < 2^62 for m < 2^24; it is
+   truncated by ceil(log2 m) bits before the public 1/m, an error of at most 2 units of y^2).
+   This is the population variance, as scikit-learn's StandardScaler uses.
+3. 1 / sqrt(V), as in ``mpcnet.ops.division`` for 1/x: 27 sign tests [V < 4^i] give j with
+   4^j <= V < 4^(j+1) and, linearly, 4^(27 - j) and 2^(27 - j); a = V 4^-j lies in [1, 4); the
+   linear start r0 = 1.0092 - a/8 (|1 - a r0^2| <= 0.219) and four Newton steps
+   r <- r (3 - a r^2) / 2 leave a relative error of about 10^-12, below the 2^-30 of the
+   representation. A column with V < 1 unit (2^-16 of a unit of y^2: constant, as far as the
+   ring can tell) gets scale 1 and features 0, as in scikit-learn.
+4. Features x~ = (y - mu) / sqrt(V) with ``FEATURE_BITS`` = 8 fractional bits (one truncation
+   per value: |x~| <= sqrt(m) < 2^12).
+
+What leaves with the model (``Standardised``): per column, mean / scale (30 fractional bits),
+the mantissa sqrt(a) of the scale in y units (in [1, 2), 30 bits) and its exponent j + L, so the
+model owner reads scale = mantissa 2^(j + L - e - 26) for the column's fixed-point exponent e,
+and mean = (mean / scale) scale; nothing else about the column (not L alone).
+
+Precision: y keeps 17 significant bits of the column's largest value, so a column whose
+standard deviation is below 2^-12 of its largest magnitude is standardised to within a few
+percent only (one outlier among near-constant values); the rest is within 2^-10 relative.
+Cost: one ``a2b`` and two truncations per value of D' (64 shared random bits each), the rest
+per column; about 80 rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpcnet.errors import RangeError
+from mpcnet.fixedpoint import MAX_ROWS, VALUE_BITS
+from mpcnet.ops.compare import ltz
+from mpcnet.ops.convert import a2b, bits_of, local_map
+from mpcnet.ops.truncate import trunc
+from mpcnet.schemes.base import Scheme, Shared, concat, split
+
+U64 = np.uint64
+FEATURE_BITS = 8
+"""Fractional bits of the standardised features x~."""
+NORMAL_BITS = 18  # |y| <= 2^18 after the normaliser
+MEAN_BITS = 16
+INV_BITS = 30  # 1 / sqrt(V), sqrt(a) and mean / scale
+POWERS = 27  # sign tests V < 4^i, i = 1..27: V <= 2^52 < 4^27
+START = 1.0092  # r0 = START - a / 8 for 1 / sqrt(a), a in [1, 4)
+NEWTON_STEPS = 4
+
+
+@dataclass
+class Standardised:
+    """The standardised features and what the model owner needs to apply them."""
+
+    features: Shared   # m x k, FEATURE_BITS fractional bits
+    ratio: Shared      # k: mean / scale, INV_BITS fractional bits (0 for a constant column)
+    mantissa: Shared   # k: scale in y units, in [1, 2), INV_BITS bits (1 for a constant one)
+    exponent: Shared   # k: j + L (integer); scale = mantissa 2^(exponent - e - 26)
+    constant: Shared   # k: 0/1, [the column is constant]
+
+
+def _reverse_bits(words: np.ndarray) -> np.ndarray:
+    """Every uint64's bits in reverse order (bit i to bit 63 - i); linear over XOR."""
+    as_bytes = np.ascontiguousarray(words).view(np.uint8).reshape(words.shape + (8,))
+    flipped = np.unpackbits(as_bytes, axis=-1, bitorder="little")[..., ::-1]
+    return np.packbits(flipped, axis=-1, bitorder="little").view(np.uint64).reshape(words.shape)
+
+
+async def _or(s: Scheme, x: Shared, y: Shared) -> Shared:
+    return s.xor(s.xor(x, y), await s.and_(x, y))
+
+
+async def normaliser(s: Scheme, z: Shared) -> tuple[Shared, Shared]:
+    """Per column of z (m x k), the arithmetic sharings of L = the bit length of max |z| and of
+    2^(38 - L) (step 1 of the module docstring)."""
+    words = await a2b(s, z)
+    spread = local_map(words, lambda d: d ^ (U64(0) - (d >> U64(63))))
+    while spread.shape[0] > 1:
+        if spread.shape[0] % 2:
+            zero = local_map(spread[:1], np.zeros_like)
+            spread = concat([spread, zero]).reshape((spread.shape[0] + 1,) + spread.shape[1:])
+        spread = await _or(s, spread[0::2], spread[1::2])
+    prefix = spread.reshape(z.shape[1])
+    for width in (1, 2, 4, 8, 16, 32):
+        prefix = await _or(s, prefix, s.shift(prefix, -width))
+    leading = s.xor(prefix, s.shift(prefix, -1))
+    power = local_map(leading, lambda d: _reverse_bits(d) >> U64(64 - VALUE_BITS))
+    k = z.shape[1]
+    bits = await bits_of(s, concat([prefix, power]), range(VALUE_BITS + 1))  # (39, 2k)
+    length = s.sum(bits[:, :k], 0)
+    weights = (U64(1) << np.arange(VALUE_BITS + 1, dtype=U64))[:, None]
+    scale = s.sum(s.mul_public(bits[:, k:], np.broadcast_to(weights, (VALUE_BITS + 1, k))), 0)
+    return length, scale
+
+
+def _powers(s: Scheme, below: Shared, base: int) -> Shared:
+    """base^(POWERS - j) per column from the bits [V < 4^i], i = 1..POWERS (POWERS x k), of
+    which the first j are 0: 1 + sum_i [V < 4^i] (base^(POWERS + 1 - i) - base^(POWERS - i))
+    telescopes to it (a local sum)."""
+    steps = np.array([base ** (POWERS + 1 - i) - base ** (POWERS - i)
+                      for i in range(1, POWERS + 1)], dtype=U64)[:, None]
+    return s.add_public(s.sum(s.mul_public(below, np.broadcast_to(steps, below.shape)), 0),
+                        U64(1))
+
+
+async def _inverse_sqrt(s: Scheme, var: Shared) -> tuple[Shared, Shared, Shared, Shared]:
+    """For V (k values, MEAN_BITS fractional bits, V <= 2^52): [V < 1], 1/sqrt(V / 2^16)
+    and the mantissa sqrt(a) (both INV_BITS bits), and j (step 3 of the module docstring)."""
+    k = var.shape[0]
+    powers = np.array([0] + [4**i for i in range(1, POWERS + 1)], dtype=U64)[:, None]
+    tests = s.sub(var.reshape(1, k).broadcast_to((POWERS + 1, k)),
+                  s.public(np.broadcast_to(np.maximum(powers, 1), (POWERS + 1, k))))
+    signs = (await ltz(s, tests)).reshape(POWERS + 1, k)
+    constant, below = signs[0], signs[1:]
+    j = s.add_public(s.neg(s.sum(below, 0)), U64(POWERS))
+    scaled = await s.mul(var, _powers(s, below, 4))  # a 2^54, a = V 4^-j in [1, 4)
+    start = s.add_public(s.neg(scaled), U64(round(START * 2**57)))  # (START - a/8) 2^57
+    a, r = split(await trunc(s, concat([scaled, start]), np.repeat([54 - INV_BITS, 57 - INV_BITS], k)),
+                 [(k,), (k,)])
+    three = U64(3 << INV_BITS)
+    for _ in range(NEWTON_STEPS):
+        square = await trunc(s, await s.mul(r, r), INV_BITS)
+        product = await trunc(s, await s.mul(a, square), INV_BITS)
+        r = await trunc(s, await s.mul(r, s.add_public(s.neg(product), three)), INV_BITS + 1)
+    # 1 / sqrt(V / 2^16) = 2^8 2^-j r = r 2^(27 - j) / 2^19; sqrt(a) = a r
+    inverse, mantissa = split(await trunc(
+        s, await s.mul(concat([r, a]), concat([_powers(s, below, 2), r])),
+        np.repeat([POWERS - 8, INV_BITS], k)), [(k,), (k,)])
+    return constant, inverse, mantissa, j
+
+
+def _down(x: Shared, m: int) -> Shared:
+    """A per-column value (k) repeated down m rows (m x k)."""
+    return x.reshape(1, x.size).broadcast_to((m, x.size))
+
+
+async def standardise(s: Scheme, z: Shared) -> Standardised:
+    """Standardise the columns of the m x k fixed-point integers z (the module docstring)."""
+    m, k = z.shape
+    if not 2 <= m < MAX_ROWS:
+        raise RangeError(f"standardising needs 2 to {MAX_ROWS - 1} rows, not {m}")
+    length, scale = await normaliser(s, z)
+    y = await trunc(s, await s.mul(z, _down(scale, m)), VALUE_BITS - NORMAL_BITS)
+
+    # 2. mean with MEAN_BITS bits, the integer centre, variance with MEAN_BITS bits
+    total = s.sum(y, 0)
+    mean = await trunc(s, s.mul_public(total, U64(round(2 ** (MEAN_BITS + 24) / m))), 24)
+    centre = await trunc(s, mean, MEAN_BITS)
+    offset = s.sub(mean, s.mul_public(centre, U64(1 << MEAN_BITS)))  # mu - c, |.| < 2^17
+    d = s.sub(y, _down(centre, m))
+    squares, offset_sq = split(await s.mul(concat([d, offset]), concat([d, offset])),
+                               [(m, k), (k,)])
+    c = max(0, math.ceil(math.log2(m)))
+    spread, offset_sq = split(await trunc(
+        s, concat([s.sum(squares, 0), offset_sq]), np.repeat([c, MEAN_BITS], k)),
+        [(k,), (k,)])
+    var = s.sub(s.mul_public(spread, U64(round(2 ** (c + MEAN_BITS) / m))), offset_sq)
+
+    # 3. 1 / sqrt(V); 4. the features and the model's column figures
+    constant, inverse, mantissa, j = await _inverse_sqrt(s, var)
+    varies = s.add_public(s.neg(constant), U64(1))
+    inverse, mantissa = split(await s.mul(concat([inverse, mantissa]), concat([varies, varies])),
+                              [(k,), (k,)])
+    mantissa = s.add(mantissa, s.mul_public(constant, U64(1 << INV_BITS)))
+    centred = s.sub(s.mul_public(y, U64(1 << MEAN_BITS)), _down(mean, m))
+    scaled, whole, part = split(await s.mul(
+        concat([centred, centre, offset]),
+        concat([_down(inverse, m), inverse, inverse])), [(m, k), (k,), (k,)])
+    features, part = split(await trunc(
+        s, concat([scaled, part]),
+        np.concatenate([np.full(m * k, MEAN_BITS + INV_BITS - FEATURE_BITS),
+                        np.full(k, MEAN_BITS)])), [(m, k), (k,)])
+    ratio = s.add(whole, part)  # (c + (mu - c)) / sqrt(V), INV_BITS bits
+    return Standardised(features, ratio, mantissa, s.add(j, length), constant)
