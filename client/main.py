@@ -227,8 +227,14 @@ class _Progress:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from client.results import (check_writable, reconstruct_encoded, reconstruct_model,
-                                write_csv, write_model, write_shares)
+    from client.results import (
+        check_writable,
+        reconstruct_encoded,
+        reconstruct_model,
+        write_csv,
+        write_model,
+        write_shares,
+    )
     from client.session import Client
 
     if args.config is None or args.identity is None:

@@ -118,7 +118,8 @@ class Fetching(Connections):
         except MPCError as exc:
             raise CheatingDetected("result request", f"result {result!r}: {exc}") from None
         if request.kind == "train":  # a model: its owner alone reads it
-            made = {"name": request.result, "kind": "model", "source": request.dataset,
+            made: dict[str, object] = {"name": request.result, "kind": "model",
+                                       "source": request.dataset,
                     "score": request.score, "security": request.security,
                     "owner": request.model_owner, "analyst": request.analyst,
                     "share_with": []}

@@ -1,12 +1,12 @@
 """Layer: server. Who may do what: every access rule of a server in one place.
 
-Roles come from the deployment file (``owner``, ``analyst``, ``model-owner``) or from a server's
-certificate (``server``, for healthchecks). An operation is allowed to roles (``OPERATIONS``); beyond the
-role, owners contribute only to their datasets and read only their schemas (the per-column
-scale exponents, which would tell an analyst which columns its D' holds), and a result or a job
-belongs to the analyst whose signed request made it and to those it named (``Job.may_read``); a
-model belongs to the model owner its training request named, and to nobody else (not to the
-analyst who trained it, unless it named itself).
+Roles come from the deployment file (``owner``, ``analyst``, ``model-owner``) or from a
+server's certificate (``server``, for healthchecks). An operation is allowed to roles
+(``OPERATIONS``); beyond the role, owners contribute only to their datasets and read only their
+schemas (the per-column scale exponents, which would tell an analyst which columns its D'
+holds), and a result or a job belongs to the analyst whose signed request made it and to those
+it named (``Job.may_read``); a model belongs to the model owner its training request named, and
+to nobody else (not to the analyst who trained it, unless it named itself).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError
 from mpcnet.jobrequest import TRAIN_SCORE, JobRequest, SignedRequest
 from mpcnet.plain.logreg import Training
-from mpcnet.train.logreg import check_training
 from mpcnet.schemes.registry import sharing_of
+from mpcnet.train.logreg import check_training
 from parties import catalog
 from parties.storage import Storage
 

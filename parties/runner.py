@@ -30,8 +30,8 @@ from mpcnet.featsel.source import ShareSource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel
-from mpcnet.schemes import registry
 from mpcnet.plain.logreg import Training
+from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme, Shared
 from parties import catalog
 from parties.jobs import Job

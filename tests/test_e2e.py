@@ -12,11 +12,12 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT
-from reliability_common import lsvt_files, lsvt_slice, ok
+from reliability_common import lsvt_files, lsvt_slice, ok, refused
 
 from certs.pki import issue, make_ca, write_pair
 from client.local import CLIENTS, LocalCluster, write_config
@@ -253,6 +254,64 @@ def test_fetch_writes_what_the_owners_release(cluster: LocalCluster, files: dict
     ok(cluster.client("analyst", "plaintext", str(files["top"]), str(files["bottom"]), "--k",
                       "3", "--label", "label", "--release", *release, "--out", str(want)))
     assert got.read_text() == want.read_text()
+
+
+def _trained_model(cluster: LocalCluster, tmp_path: Path, result: str, model: str,
+                   security: str) -> dict[str, Any]:
+    """Train ``model`` on ``result`` for the model owner clinic and read it as clinic."""
+    out = ok(cluster.client("analyst", "train", "--result", result, "--model", model,
+                            "--owner", "clinic", "--epochs", "40"))
+    assert "stored for clinic" in out and security in out and "40 epochs" in out, out
+    path = tmp_path / f"{model}.json"
+    ok(cluster.client("clinic", "model", "--model", model, "--out", str(path)))
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("security", ["passive3", "active3"])
+def test_a_model_trained_on_a_result_reaches_its_owner_only(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path, security: str) -> None:
+    """Fig. 1 in full: select, train on D' without reconstructing it, and only the model
+    owner reads the model; applied to D' it predicts what the float reference model does."""
+    from mpcnet.plain import logreg
+
+    ds, result, model = f"fit-{security}", f"fit-r-{security}", f"fit-m-{security}"
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", ds, "--label",
+                      "label", "--release", "values", "label", "names"))
+    ok(cluster.client("analyst", "select", "--dataset", ds, "--k", "4", "--result", result,
+                      "--security", security))
+    got = _trained_model(cluster, tmp_path, result, model, security)
+    assert sorted(got) == ["classes", "coef", "columns", "intercept", "mean", "scale"]
+    reduced = tmp_path / "reduced.csv"
+    ok(cluster.client("analyst", "fetch", "--result", result, "--out", str(reduced)))
+    header, cells = _reduced(reduced)
+    assert got["columns"] == header[:4] and len(got["coef"]) == 1
+    x, labels = cells[:, :4].astype(np.float64), cells[:, 4]
+    private = logreg.Model(got["classes"], got["columns"], np.array(got["coef"]),
+                           np.array(got["intercept"]), np.array(got["mean"]),
+                           np.array(got["scale"]))
+    # the reference: the same algorithm in float64 on the same values
+    standardised, mean, scale = logreg.standardise(x)
+    codes = np.array([got["classes"].index(v) for v in labels])
+    coef, intercept = logreg.fit(standardised, codes, 2, logreg.Training(epochs=40))
+    np.testing.assert_allclose(private.mean, mean, rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(private.scale, scale, rtol=1e-4)
+    np.testing.assert_allclose(private.coef, coef, atol=0.02)
+    reference = logreg.Model(got["classes"], got["columns"], coef, intercept, mean, scale)
+    agree = np.mean(np.array(private.predict(x)) == np.array(reference.predict(x)))
+    assert agree >= 0.95 and np.mean(np.array(private.predict(x)) == labels) > 0.6
+    # the model is its owner's alone: not the analyst's who trained it, not another's
+    assert "no result" in refused(cluster.client("analyst", "model", "--model", model,
+                                                 "--out", str(tmp_path / "a.json")), 2)
+    assert "no result" in refused(cluster.client("analyst", "fetch", "--result", model,
+                                                 "--out", str(tmp_path / "a.csv")), 2)
+    assert "model-owner" in refused(cluster.client("outsider", "model", "--model", model,
+                                                   "--out", str(tmp_path / "o.json")), 2)
+    assert "not a model owner" in refused(cluster.client(
+        "analyst", "train", "--result", result, "--model", "m2", "--owner", "analyst-2"))
+    assert "no selection result" in refused(cluster.client(
+        "analyst-2", "train", "--result", result, "--model", "m3", "--owner", "clinic"), 2)
+    assert "already exists" in refused(cluster.client(
+        "analyst", "train", "--result", result, "--model", model, "--owner", "clinic"))
 
 
 def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict[str, Path],
@@ -575,3 +634,5 @@ def test_four_servers_active4(tmp_path: Path, files: dict[str, Path]) -> None:
         assert "active4" in out
         ok(four.client("analyst", "fetch", "--result", "r", "--out", str(tmp_path / "r.csv")))
         assert np.array_equal(_reduced(tmp_path / "r.csv")[1], _plaintext(files["whole"], 4))
+        model = _trained_model(four, tmp_path, "r", "m", "active4")
+        assert model["columns"] == ["f1", "f2", "f3", "f4"] and len(model["scale"]) == 4

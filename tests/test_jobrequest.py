@@ -136,3 +136,45 @@ def test_a_certificate_that_names_two_identities_signs_for_none(dep: Deployment,
     signed = SignedRequest.sign(request, tmp_path / "two.key", tmp_path / "two.pem")
     with pytest.raises(AccessDenied, match="must name its client alone"):
         signed.verify(dep, load_ca(dep.ca))
+
+
+def _training(dep: Deployment, owner: str = "clinic") -> SignedRequest:
+    cert, key = dep.identity("analyst")
+    request = JobRequest.training("analyst", "top5", "active3", "model", owner, 50, 0.5, 2.0)
+    return SignedRequest.sign(request, key, cert)
+
+
+def test_a_selection_is_signed_as_before_training_fields_and_all() -> None:
+    """The training fields are not part of a selection's signed bytes (old signatures stay
+    valid), and a selection that carries them is refused."""
+    r = JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r")
+    assert b"model_owner" not in r.payload() and b"epochs" not in r.payload()
+    wire = {k: v for k, v in dataclasses.asdict(r).items()} | {
+        "share_with": [], "signature": "00", "certificate": "x"}
+    with pytest.raises(InputError, match="another kind"):
+        SignedRequest.from_wire(wire)
+    with pytest.raises(InputError, match="unknown kind"):
+        SignedRequest.from_wire({k: v for k, v in wire.items() if k not in (
+            "model_owner", "epochs", "learning_rate", "l2")} | {"kind": "delete"})
+
+
+@pytest.mark.parametrize("field", ["model_owner", "epochs", "learning_rate", "l2", "dataset"])
+def test_a_training_request_verifies_and_any_changed_field_breaks_it(dep: Deployment,
+                                                                      field: str) -> None:
+    signed = _training(dep)
+    back = SignedRequest.from_wire(signed.to_wire())
+    assert back == signed
+    request = back.verify(dep, load_ca(dep.ca))
+    assert (request.kind, request.model_owner, request.epochs) == ("train", "clinic", 50)
+    changed = {"model_owner": "analyst", "epochs": 51, "learning_rate": 1.0, "l2": 0.0,
+               "dataset": "other"}[field]
+    tampered = SignedRequest.from_wire(signed.to_wire() | {field: changed})
+    with pytest.raises(AccessDenied, match="does not verify"):
+        tampered.verify(dep, load_ca(dep.ca))
+
+
+def test_a_model_goes_to_a_model_owner_or_to_the_analyst_itself(dep: Deployment) -> None:
+    _training(dep, "analyst").verify(dep, load_ca(dep.ca))
+    for owner in ("analyst-2", "hospital-a", "nobody"):
+        with pytest.raises(AccessDenied, match="not a model owner"):
+            _training(dep, owner).verify(dep, load_ca(dep.ca))

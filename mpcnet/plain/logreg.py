@@ -39,6 +39,9 @@ class Training:
     momentum: float = 0.9
 
 
+DEFAULT_TRAINING = Training()
+
+
 @dataclass
 class Model:
     """A trained model as its owner receives it: predict on a row x of D' with
@@ -91,8 +94,8 @@ def targets(codes: np.ndarray, n_classes: int) -> np.ndarray:
     return onehot[:, 1:] if n_classes == 2 else onehot
 
 
-def fit(x: np.ndarray, codes: np.ndarray, n_classes: int, training: Training = Training()
-        ) -> tuple[np.ndarray, np.ndarray]:
+def fit(x: np.ndarray, codes: np.ndarray, n_classes: int,
+        training: Training = DEFAULT_TRAINING) -> tuple[np.ndarray, np.ndarray]:
     """(coef, intercept) trained on the standardised rows x as the servers do."""
     m, k = x.shape
     xa = np.hstack([x, np.ones((m, 1))])

@@ -31,7 +31,7 @@ import numpy as np
 
 from mpcnet.errors import InputError
 from mpcnet.ops.truncate import trunc
-from mpcnet.plain.logreg import Training
+from mpcnet.plain.logreg import DEFAULT_TRAINING, Training
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 from mpcnet.train.sigmoid import SLOPE_BITS, sigmoid
 from mpcnet.train.standardise import FEATURE_BITS, Standardised, standardise
@@ -88,8 +88,8 @@ def _join_columns(parts: list[Shared]) -> Shared:
     return Shared(np.concatenate([p.data for p in parts], axis=-1), lead, parts[0].binary)
 
 
-async def train(s: Scheme, data: Shared, labels: Shared, training: Training = Training()
-                ) -> TrainedModel:
+async def train(s: Scheme, data: Shared, labels: Shared,
+                training: Training = DEFAULT_TRAINING) -> TrainedModel:
     """Logistic regression on the m x k fixed-point integers ``data`` (D') and the one-hot
     labels (m x (n - 1)), as ``mpcnet.plain.logreg.fit`` on the standardised columns."""
     check_training(training)

@@ -20,7 +20,7 @@ import numpy as np
 from mpcnet.plain.logreg import Model, Training
 from mpcnet.schemes.base import Scheme, Shared
 from mpcnet.train.logreg import WEIGHT_BITS, train
-from mpcnet.train.standardise import INV_BITS
+from mpcnet.train.standardise import INV_BITS, RATIO_BITS
 
 U64 = np.uint64
 SCALE_OFFSET = 26  # scale = mantissa 2^(exponent - SCALE_OFFSET)
@@ -61,7 +61,7 @@ def model_of(values: dict[str, np.ndarray], classes: list[str], columns: list[st
     weights = values["weights"].astype(np.float64) / 2**WEIGHT_BITS
     mantissa = values["mantissa"].astype(np.float64) / 2**INV_BITS
     scale = np.ldexp(mantissa, values["exponent"].astype(np.int64) - SCALE_OFFSET)
-    mean = values["ratio"].astype(np.float64) / 2**INV_BITS * scale
+    mean = values["ratio"].astype(np.float64) / 2**RATIO_BITS * scale
     k = len(scale)
     return Model(list(classes), list(columns), weights[:k].T.copy(), weights[k].copy(), mean,
                  scale)

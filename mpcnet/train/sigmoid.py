@@ -19,8 +19,8 @@ than z, and no value is truncated. A truncation costs 64 shared random bits per 
 (``mpcnet.ops.truncate``), ten times a sign test, so an odd polynomial (0.0036 at degree 9
 on [-6, 6], with five truncated products per value and a clip) costs more per epoch for an
 error that does not change the trained model's accuracy (bench.accuracy). Mohassel and Zhang
-(SecureML, S&P 2017) use three pieces (error 0.38, at z = 1/2); more pieces buy accuracy at the price of
-sign tests only.
+(SecureML, S&P 2017) use three pieces (error 0.38, at z = 1/2); more pieces buy accuracy at the
+price of sign tests only.
 """
 
 from __future__ import annotations

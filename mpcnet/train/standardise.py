@@ -27,7 +27,7 @@ two, and the statistics are computed there. For m rows and k columns, nothing op
 4. Features x~ = (y - mu) / sqrt(V) with ``FEATURE_BITS`` = 8 fractional bits (one truncation
    per value: |x~| <= sqrt(m) < 2^12).
 
-What leaves with the model (``Standardised``): per column, mean / scale (30 fractional bits),
+What leaves with the model (``Standardised``): per column, mean / scale (34 fractional bits),
 the mantissa sqrt(a) of the scale in y units (in [1, 2), 30 bits) and its exponent j + L, so the
 model owner reads scale = mantissa 2^(j + L - e - 26) for the column's fixed-point exponent e,
 and mean = (mean / scale) scale; nothing else about the column (not L alone).
@@ -58,7 +58,10 @@ FEATURE_BITS = 8
 """Fractional bits of the standardised features x~."""
 NORMAL_BITS = 18  # |y| <= 2^18 after the normaliser
 MEAN_BITS = 16
-INV_BITS = 30  # 1 / sqrt(V), sqrt(a) and mean / scale
+INV_BITS = 30  # the Newton iteration's r and the mantissa sqrt(a)
+FEATURE_INV_BITS = 40  # 1 / sqrt(V) for the features (times y - mu with CENTRED_BITS)
+CENTRED_BITS = 10
+RATIO_BITS = 34  # mean / scale (and 1 / sqrt(V) for it: centre < 2^18 times it < 2^62)
 POWERS = 27  # sign tests V < 4^i, i = 1..27: V <= 2^52 < 4^27
 START = 1.0092  # r0 = START - a / 8 for 1 / sqrt(a), a in [1, 4)
 NEWTON_STEPS = 4
@@ -69,7 +72,7 @@ class Standardised:
     """The standardised features and what the model owner needs to apply them."""
 
     features: Shared   # m x k, FEATURE_BITS fractional bits
-    ratio: Shared      # k: mean / scale, INV_BITS fractional bits (0 for a constant column)
+    ratio: Shared      # k: mean / scale, RATIO_BITS fractional bits (0 for a constant column)
     mantissa: Shared   # k: scale in y units, in [1, 2), INV_BITS bits (1 for a constant one)
     exponent: Shared   # k: j + L (integer); scale = mantissa 2^(exponent - e - 26)
     constant: Shared   # k: 0/1, [the column is constant]
@@ -119,9 +122,11 @@ def _powers(s: Scheme, below: Shared, base: int) -> Shared:
                         U64(1))
 
 
-async def _inverse_sqrt(s: Scheme, var: Shared) -> tuple[Shared, Shared, Shared, Shared]:
+async def _inverse_sqrt(s: Scheme, var: Shared
+                        ) -> tuple[Shared, Shared, Shared, Shared, Shared]:
     """For V (k values, MEAN_BITS fractional bits, V <= 2^52): [V < 1], 1/sqrt(V / 2^16)
-    and the mantissa sqrt(a) (both INV_BITS bits), and j (step 3 of the module docstring)."""
+    with FEATURE_INV_BITS and with RATIO_BITS, the mantissa sqrt(a) (INV_BITS bits), and j
+    (step 3 of the module docstring)."""
     k = var.shape[0]
     powers = np.array([0] + [4**i for i in range(1, POWERS + 1)], dtype=U64)[:, None]
     tests = s.sub(var.reshape(1, k).broadcast_to((POWERS + 1, k)),
@@ -131,18 +136,22 @@ async def _inverse_sqrt(s: Scheme, var: Shared) -> tuple[Shared, Shared, Shared,
     j = s.add_public(s.neg(s.sum(below, 0)), U64(POWERS))
     scaled = await s.mul(var, _powers(s, below, 4))  # a 2^54, a = V 4^-j in [1, 4)
     start = s.add_public(s.neg(scaled), U64(round(START * 2**57)))  # (START - a/8) 2^57
-    a, r = split(await trunc(s, concat([scaled, start]), np.repeat([54 - INV_BITS, 57 - INV_BITS], k)),
-                 [(k,), (k,)])
+    a, r = split(await trunc(s, concat([scaled, start]),
+                             np.repeat([54 - INV_BITS, 57 - INV_BITS], k)), [(k,), (k,)])
     three = U64(3 << INV_BITS)
     for _ in range(NEWTON_STEPS):
         square = await trunc(s, await s.mul(r, r), INV_BITS)
         product = await trunc(s, await s.mul(a, square), INV_BITS)
         r = await trunc(s, await s.mul(r, s.add_public(s.neg(product), three)), INV_BITS + 1)
-    # 1 / sqrt(V / 2^16) = 2^8 2^-j r = r 2^(27 - j) / 2^19; sqrt(a) = a r
-    inverse, mantissa = split(await trunc(
-        s, await s.mul(concat([r, a]), concat([_powers(s, below, 2), r])),
-        np.repeat([POWERS - 8, INV_BITS], k)), [(k,), (k,)])
-    return constant, inverse, mantissa, j
+    # 1 / sqrt(V / 2^16) = 2^8 2^-j r = r 2^(27 - j) 2^(8 - 27), r with INV_BITS bits (the
+    # product < 2^57 keeps all of r's precision); sqrt(a) = a r
+    scaled_r, mantissa = split(await s.mul(concat([r, a]), concat([_powers(s, below, 2), r])),
+                               [(k,), (k,)])
+    shift = POWERS - 8 + INV_BITS
+    feature_inv, ratio_inv, mantissa = split(await trunc(
+        s, concat([scaled_r, scaled_r, mantissa]),
+        np.repeat([shift - FEATURE_INV_BITS, shift - RATIO_BITS, INV_BITS], k)), [(k,)] * 3)
+    return constant, feature_inv, ratio_inv, mantissa, j
 
 
 def _down(x: Shared, m: int) -> Shared:
@@ -161,7 +170,9 @@ async def standardise(s: Scheme, z: Shared) -> Standardised:
     # 2. mean with MEAN_BITS bits, the integer centre, variance with MEAN_BITS bits
     total = s.sum(y, 0)
     mean = await trunc(s, s.mul_public(total, U64(round(2 ** (MEAN_BITS + 24) / m))), 24)
-    centre = await trunc(s, mean, MEAN_BITS)
+    centre, coarse = split(await trunc(s, concat([mean, mean]),
+                                       np.repeat([MEAN_BITS, MEAN_BITS - CENTRED_BITS], k)),
+                           [(k,), (k,)])
     offset = s.sub(mean, s.mul_public(centre, U64(1 << MEAN_BITS)))  # mu - c, |.| < 2^17
     d = s.sub(y, _down(centre, m))
     squares, offset_sq = split(await s.mul(concat([d, offset]), concat([d, offset])),
@@ -173,18 +184,20 @@ async def standardise(s: Scheme, z: Shared) -> Standardised:
     var = s.sub(s.mul_public(spread, U64(round(2 ** (c + MEAN_BITS) / m))), offset_sq)
 
     # 3. 1 / sqrt(V); 4. the features and the model's column figures
-    constant, inverse, mantissa, j = await _inverse_sqrt(s, var)
+    constant, feature_inv, ratio_inv, mantissa, j = await _inverse_sqrt(s, var)
     varies = s.add_public(s.neg(constant), U64(1))
-    inverse, mantissa = split(await s.mul(concat([inverse, mantissa]), concat([varies, varies])),
-                              [(k,), (k,)])
+    feature_inv, ratio_inv, mantissa = split(await s.mul(
+        concat([feature_inv, ratio_inv, mantissa]), concat([varies, varies, varies])),
+        [(k,)] * 3)
     mantissa = s.add(mantissa, s.mul_public(constant, U64(1 << INV_BITS)))
-    centred = s.sub(s.mul_public(y, U64(1 << MEAN_BITS)), _down(mean, m))
+    # x~ = (y - mu) / sqrt(V): (y - mu) 2^10 < 2^29 times 1 / sqrt(V) 2^40, |x~| < 2^12
+    centred = s.sub(s.mul_public(y, U64(1 << CENTRED_BITS)), _down(coarse, m))
     scaled, whole, part = split(await s.mul(
         concat([centred, centre, offset]),
-        concat([_down(inverse, m), inverse, inverse])), [(m, k), (k,), (k,)])
+        concat([_down(feature_inv, m), ratio_inv, ratio_inv])), [(m, k), (k,), (k,)])
     features, part = split(await trunc(
         s, concat([scaled, part]),
-        np.concatenate([np.full(m * k, MEAN_BITS + INV_BITS - FEATURE_BITS),
+        np.concatenate([np.full(m * k, CENTRED_BITS + FEATURE_INV_BITS - FEATURE_BITS),
                         np.full(k, MEAN_BITS)])), [(m, k), (k,)])
-    ratio = s.add(whole, part)  # (c + (mu - c)) / sqrt(V), INV_BITS bits
+    ratio = s.add(whole, part)  # (c + (mu - c)) / sqrt(V), RATIO_BITS bits
     return Standardised(features, ratio, mantissa, s.add(j, length), constant)
