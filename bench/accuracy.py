@@ -62,12 +62,12 @@ import numpy as np
 from mpcnet.dataset import BUNDLED, Table, bundled, one_hot, read_bundled
 from mpcnet.encoded import EncodedDataset, encode_table
 from mpcnet.featsel.local import select_in_process
-from mpcnet.plain.logreg import Training
-from mpcnet.train.local import train_in_process
 from mpcnet.fixedpoint import decode
+from mpcnet.plain.logreg import Training
 from mpcnet.plain.scores import gini_best_split, msgini_fraction, mutual_information, pearson
 from mpcnet.plain.select import topk_fraction, topk_scores
 from mpcnet.schemes import registry
+from mpcnet.train.local import train_in_process
 
 INSTALL_HINT = "pip install -e '.[bench]'"
 SKLEARN_MISSING = (
