@@ -34,7 +34,7 @@ PHASES = ("scoring", "selection", "product", "checks")
 ALL_PHASES = ("setup", *PHASES, "commit")
 TIMEOUTS = {"connect_timeout": 30.0, "round_timeout": 300.0, "request_timeout": 600.0,
             "handshake_timeout": 10.0}
-OWNER, ANALYST = "hospital-a", "analyst"
+OWNER, ANALYST, MODEL_OWNER = "hospital-a", "analyst", "clinic"
 
 
 def log(msg: str) -> None:
@@ -192,6 +192,27 @@ async def _select(dep: Any, dataset: str, k: int, security: str, n: int) -> dict
     return out
 
 
+async def _train(dep: Any, dataset: str, k: int, epochs: int, n: int) -> dict[str, Any]:
+    """Train a model on the selection's result as the analyst, for the model owner; end-to-end
+    time and every server's job figures (the standardise and training phases)."""
+    from client.session import Client
+
+    analyst = Client(dep, ANALYST)
+    try:
+        t0 = time.perf_counter()
+        job = await analyst.train(f"{dataset}-top{k}", f"{dataset}-model", MODEL_OWNER,
+                                  epochs=epochs)
+        out: dict[str, Any] = {"e2e_s": time.perf_counter() - t0, "epochs": epochs}
+        figures = {}
+        for s in dep.servers[:n]:
+            sess = await analyst.session(s)
+            figures[s.name] = (await sess.request("job", id=job["id"]))["job"]["figures"]
+        out["figures"] = figures
+    finally:
+        analyst.close()
+    return out
+
+
 async def _check(dep: Any, dataset: str, k: int, shape: Shape) -> dict[str, Any]:
     """Fetch and reconstruct D' as the analyst; compare it with the plaintext selection."""
     from client.results import reconstruct
@@ -225,8 +246,9 @@ def _proxied_config(path: Path) -> list[tuple[str, int, str, int]]:
 
 def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
              link: netemu.Link | None = None, method: str | None = None, check: bool = True,
-             log: Callable[[str], None] = log) -> dict[str, Any]:
-    """All repeats of one (shape, setting) on a fresh deployment; raw figures per run."""
+             train_epochs: int = 0, log: Callable[[str], None] = log) -> dict[str, Any]:
+    """All repeats of one (shape, setting) on a fresh deployment; raw figures per run. With
+    ``train_epochs``, the first run also trains a model on its result (``training``)."""
     from client.local import LocalCluster, write_config
     from mpcnet.net.tls import run
 
@@ -265,6 +287,14 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
                                      - (time.process_time() - self0) - rec["proxy_cpu_s"])
             if check and i == 0:
                 rec.update(run(_check(cluster.dep, dataset, shape.k, shape)))
+            if train_epochs and i == 0:
+                for pid in pids.values():
+                    _reset_peak(pid)
+                rec["training"] = run(_train(cluster.dep, dataset, shape.k, train_epochs, n))
+                rec["training"]["peak_bytes"] = {name: _peak_bytes(pid)
+                                                 for name, pid in pids.items()}
+                log(f"  {shape.name} {security}: trained {train_epochs} epochs in "
+                    f"{rec['training']['e2e_s']:.2f} s end to end")
             rec["peak_is_job_only"] = peaks_reset
             runs.append(rec)
             job_s = max(f["seconds"] for f in rec["figures"].values())

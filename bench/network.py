@@ -74,13 +74,15 @@ from bench.report import (  # noqa: E402
 # -- emulated network ----------------------------------------------------------------------
 def _run_cases(cases: list[tuple[Shape, str]], repeat: int, workdir: Path, check: bool,
                link: netemu.Link | None = None, method: str | None = None,
-               log: Callable[[str], None] = log) -> list[dict[str, Any]]:
+               log: Callable[[str], None] = log, train_epochs: int = 0
+               ) -> list[dict[str, Any]]:
     """Every case; one that fails gets a FAILED row (and exit status 1), the rest still run."""
     out = []
     for shape, sec in cases:
         try:
             out.append(summarize(run_case(shape, sec, repeat, workdir, link=link,
-                                          method=method, check=check, log=log)))
+                                          method=method, check=check, log=log,
+                                          train_epochs=train_epochs)))
         except Exception as exc:  # noqa: BLE001 - report it in the table, keep going
             msg = " ".join(str(exc).split())[-400:]
             log(f"  {shape.name} {sec}: FAILED: {msg}")
@@ -189,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--netem-method", choices=("auto", "netem", "proxy"), default="auto",
                         help="auto: tc netem if the kernel has it, else the delay proxy")
     parser.add_argument("--workdir", type=Path, help="keep deployments and logs here")
+    parser.add_argument("--train-epochs", type=int, default=0, metavar="N",
+                        help="also train a model on every case's result for N epochs "
+                             "(mpc-client train; default: 0, no training)")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -208,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         shapes += [synthetic_shape(workdir / "csv", m, p, k) for m, p, k in args.synthetic]
         cases = [(sh, sec) for sh in shapes for sec in args.security]
         log(f"{len(cases)} cases x {args.repeat} runs over TLS on 127.0.0.1")
-        sums = _run_cases(cases, args.repeat, workdir, not args.no_check)
+        sums = _run_cases(cases, args.repeat, workdir, not args.no_check,
+                          train_epochs=args.train_epochs)
         emulated = None
         if args.netem:
             emulated = run_emulated(cases, args.repeat, workdir, not args.no_check,

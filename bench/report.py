@@ -74,7 +74,41 @@ def summarize(case: dict[str, Any]) -> dict[str, Any]:
     s["equal"] = runs[0].get("equal")
     s["fetch_s"] = runs[0].get("fetch_s")
     s["loadavg"] = _stats([r["loadavg_1min"] for r in runs])
+    if runs[0].get("training"):
+        s["training"] = _training_summary(runs[0]["training"])
     return s
+
+
+def _training_summary(t: dict[str, Any]) -> dict[str, Any]:
+    """One training run: the slowest server per phase, the most any server sent, per epoch."""
+    figs = list(t["figures"].values())
+
+    def phase(name: str) -> dict[str, float]:
+        return {"seconds": max(f["phases"][name]["seconds"] for f in figs),
+                "rounds": figs[0]["phases"][name]["rounds"],
+                "sent": max(f["phases"][name]["bytes_sent"] for f in figs)}
+
+    return {"epochs": t["epochs"], "e2e_s": t["e2e_s"],
+            "job_s": max(f["seconds"] for f in figs), "standardise": phase("standardise"),
+            "training": phase("training"), "peak": max(t["peak_bytes"].values())}
+
+
+def training_table(sums: list[dict[str, Any]]) -> list[str]:
+    """Fig. 1, step 2B: the private logistic regression on each selection's result."""
+    rows = [s for s in sums if s.get("training")]
+    if not rows:
+        return ["Not run (`--train-epochs N` trains a model on every case's result)."]
+    out = ["| shape | m × k | setting | epochs | train end to end s | standardise s | "
+           "standardise MB sent | per epoch s | per epoch MB sent | rounds per epoch | "
+           "peak MB per server |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in rows:
+        t, n = s["training"], s["training"]["epochs"]
+        st, tr = t["standardise"], t["training"]
+        out.append(f"| {s['shape']} | {s['m']} × {s['k']} | {s['security']} | {n} | "
+                   f"{t['e2e_s']:.2f} | {st['seconds']:.2f} | {st['sent'] / 1e6:.1f} | "
+                   f"{tr['seconds'] / n:.3f} | {tr['sent'] / n / 1e6:.2f} | "
+                   f"{tr['rounds'] / n:.0f} | {t['peak'] / 1e6:.0f} |")
+    return out
 
 
 # -- report --------------------------------------------------------------------------------
@@ -350,6 +384,15 @@ def render(result: dict[str, Any]) -> str:
         "## Per server",
         "",
         *party_table(sums),
+        "",
+        "## Training on the result (Fig. 1, step 2B)",
+        "",
+        "`mpc-client train` on the first run's result, for the model owner (one run): "
+        "private standardisation once, then the epochs of gradient descent; seconds are the "
+        "slowest server's, bytes the most any server sent, peak the largest server's "
+        "resident memory during the training job.",
+        "",
+        *training_table(sums),
         "",
         "## Noise",
         "",
