@@ -27,13 +27,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from client.results import Reduced, reconstruct_encoded
+from client.results import Reduced, reconstruct_encoded, reconstruct_model
 from client.session import Client
 from client.uploads import ShareSummary
 from mpcnet import config
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
+from mpcnet.plain.logreg import Model
 
-__all__ = ["AccessDenied", "CheatingDetected", "InputError", "MPCError", "PeerError",
+__all__ = ["AccessDenied", "CheatingDetected", "InputError", "MPCError", "Model", "PeerError",
            "Session", "connect"]
 
 T = TypeVar("T")
@@ -97,6 +98,18 @@ class Session:
                              "or pass frame=False") from None
         k = reduced.encoded.shape[1]
         return pd.DataFrame(reduced.values, columns=[f"f{i + 1}" for i in range(k)])
+
+    def train(self, result: str, model: str, owner: str, **options: Any) -> dict[str, Any]:
+        """Train a logistic regression on your selection ``result`` privately and store the
+        model ``model`` for ``owner`` alone; its job record. Options as ``mpc-client train``
+        (``epochs``, ``learning_rate``, ``l2``, ``valid_for``)."""
+        return self._call(self._client.train(result, model, owner, **options))
+
+    # -- model owners ---------------------------------------------------------------------------
+    def model(self, model: str) -> Model:
+        """The model trained for you (``mpc-client model``): ``Model.predict`` applies it to
+        rows of D', ``Model.as_json()`` is what ``--out`` writes."""
+        return reconstruct_model(self._call(self._client.fetch(model)))
 
     # -- everyone -------------------------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:
