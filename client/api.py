@@ -106,10 +106,11 @@ class Session:
         return self._call(self._client.train(result, model, owner, **options))
 
     # -- model owners ---------------------------------------------------------------------------
-    def model(self, model: str) -> Model:
-        """The model trained for you (``mpc-client model``): ``Model.predict`` applies it to
-        rows of D', ``Model.as_json()`` is what ``--out`` writes."""
-        return reconstruct_model(self._call(self._client.fetch(model)))
+    def model(self, model: str, analyst: str | None = None) -> Model:
+        """The model trained for you (``mpc-client model``; refused unless ``analyst``
+        trained it, if given): ``Model.predict`` applies it to rows of D',
+        ``Model.as_json()`` is what ``--out`` writes."""
+        return reconstruct_model(self._call(self._client.fetch(model)), analyst)
 
     # -- everyone -------------------------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:

@@ -114,6 +114,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("model", help="receive a model trained for you (model owners)")
     s.add_argument("--model", required=True, help="the model's name")
     s.add_argument("--out", required=True, type=Path, help="write the model here as JSON")
+    s.add_argument("--from", dest="analyst", metavar="ANALYST",
+                   help="refuse it unless this analyst trained it (default: say who did)")
     s.add_argument("--force", action="store_true",
                    help="replace an existing --out file (default: refuse)")
 
@@ -301,11 +303,15 @@ async def _run(args: argparse.Namespace) -> int:
             return 0
         if args.cmd == "model":
             check_writable(args.out, args.force)
-            model = reconstruct_model(await cl.fetch(args.model))
+            fetched = await cl.fetch(args.model)
+            model = reconstruct_model(fetched, args.analyst)
             write_model(args.out, model, overwrite=args.force)
-            print_result(args, dict(model.as_json(), out=str(args.out)),
+            by = fetched.manifest.get("analyst")
+            print_result(args, dict(model.as_json(), out=str(args.out), analyst=by),
                    f"wrote model {args.model!r} ({len(model.classes)} classes, "
-                   f"{len(model.columns)} columns) to {args.out}; servers' shares consistent")
+                   f"{len(model.columns)} columns; trained by {by} on its result "
+                   f"{fetched.manifest.get('source')!r}) to {args.out}; servers' shares "
+                   "consistent")
             return 0
         if args.cmd == "schema":
             text = await cl.schema_toml(args.dataset)

@@ -208,10 +208,11 @@ def reconstruct_encoded(fetched: Fetched) -> Reduced:
                    m.get("label"), classes)
 
 
-def reconstruct_model(fetched: Fetched) -> Model:
+def reconstruct_model(fetched: Fetched, analyst: str | None = None) -> Model:
     """The trained model (``mpcnet.plain.logreg.Model``) after checking that the servers'
-    copies of every share agree; the columns are named where the data owners release names
-    (else f1..fk, the order of D')."""
+    copies of every share agree, and, given ``analyst``, that this analyst trained it (any
+    analyst may train a model for a model owner, under any free name); the columns are named
+    where the data owners release names (else f1..fk, the order of D')."""
     from mpcnet.ring import to_signed
     from mpcnet.schemes import registry
     from mpcnet.train.model import PARTS, model_of
@@ -220,12 +221,19 @@ def reconstruct_model(fetched: Fetched) -> Model:
     if m.get("kind") != "model":
         raise InputError(f"result {m['name']!r} is a selection, not a model; fetch it with "
                          "mpc-client fetch")
+    if analyst is not None and m.get("analyst") != analyst:
+        raise InputError(f"model {m['name']!r} was trained by {m.get('analyst')}, not by "
+                         f"{analyst}")
     info = registry.get(m["security"])
+    parts = {frozenset(a) for a in fetched.shares.values()}
+    if len(parts) != 1 or not set(PARTS) <= next(iter(parts)):
+        raise CheatingDetected("result consistency", "the servers sent different parts of "
+                                                     "the model")
     values = {part: to_signed(info.reconstruct({p: a[part] for p, a in fetched.shares.items()}))
               for part in PARTS}
     k = len(values["ratio"])
     columns = [f"f{i + 1}" for i in range(k)]
-    if "indices" in next(iter(fetched.shares.values())):
+    if "indices" in next(iter(parts)):
         indices = to_signed(info.reconstruct({p: a["indices"]
                                               for p, a in fetched.shares.items()}))
         if m.get("columns") is None or not ((0 <= indices) & (indices < len(m["columns"]))).all():

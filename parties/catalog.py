@@ -338,11 +338,18 @@ def value_bits(manifest: Manifest) -> int:
     return max(int(c.get("value_bits", OLD_VALUE_BITS)) for c in manifest["contributions"])
 
 
-def ready_for_training(result: Manifest, security: str) -> None:
+def ready_for_training(result: Manifest, security: str, model_owner: str) -> None:
     """Refuse to train on a selection result made under another setting (its owners' choice
     of security holds for what is computed on it), without the label shares training needs
-    (results of older servers) or with values wider than the standardisation holds."""
+    (results of older servers) or with values wider than the standardisation holds, and a
+    model for the analyst itself when the owners do not release the label: the analyst holds
+    D', and a model with D' gives the labels away (one epoch from zero weights is linear in
+    them; an adversarial review solved for them)."""
     name = result["name"]
+    if model_owner == result.get("owner") and "label" not in result.get("release", []):
+        raise InputError(f"the owners of dataset {result.get('dataset')!r} do not release its "
+                         f"label, and a model for you, who hold D', would give it away; name "
+                         "a model owner of the deployment (--owner)")
     if result.get("security") != security:
         raise InputError(f"result {name!r} was selected under {result.get('security')}; "
                          f"train on it under the same setting (--security "

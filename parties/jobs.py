@@ -267,7 +267,7 @@ class JobBook:
         if source is None or source.get("kind", "select") != "select":
             raise InputError(f"no selection result {job.dataset!r} of {job.submitted_by} on "
                              f"{self.name}; run mpc-client select first")
-        catalog.ready_for_training(source, job.security)
+        catalog.ready_for_training(source, job.security, job.model_owner)
         return source
 
     def start(self, job: Job) -> None:

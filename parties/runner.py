@@ -194,16 +194,16 @@ class JobRunner:
         if catalog.digest(source) != job.digest:
             raise InputError(f"result {job.dataset!r} changed after the job was checked; "
                              "run it again")
-        catalog.ready_for_training(source, job.security)
-        scheme, _ = await self._setup(job, engine)
+        catalog.ready_for_training(source, job.security, job.model_owner)
+        scheme, budget = await self._setup(job, engine)
         outputs, plan = await train_on_result(scheme, arrays, len(source["class_names"]),
-                                              Training(**job.training))
+                                              Training(**job.training), budget)
         manifest = {"name": job.result, "kind": "model", "dataset": source["dataset"],
                     "source": job.dataset, "job": job.id, "k": source["k"],
                     "score": job.score, "security": job.security, "sharing": source["sharing"],
                     "rows": source["rows"], "party": self.dep.party(self.name),
                     "release": ["values"], "classes": source["class_names"],
-                    "columns": source.get("columns"), "label": source.get("label_name"),
+                    "columns": source.get("columns"), "label": source.get("label"),
                     "parties": source["parties"], "owner": job.model_owner,
                     "share_with": [], "analyst": job.submitted_by, "training": job.training,
                     "request": job.request}

@@ -263,7 +263,12 @@ def _trained_model(cluster: LocalCluster, tmp_path: Path, result: str, model: st
                             "--owner", "clinic", "--epochs", "40"))
     assert "stored for clinic" in out and security in out and "40 epochs" in out, out
     path = tmp_path / f"{model}.json"
-    ok(cluster.client("clinic", "model", "--model", model, "--out", str(path)))
+    out = ok(cluster.client("clinic", "model", "--model", model, "--out", str(path),
+                            "--from", "analyst"))
+    assert "trained by analyst" in out, out
+    assert "was trained by analyst, not by analyst-2" in refused(cluster.client(
+        "clinic", "model", "--model", model, "--out", str(tmp_path / "x.json"), "--from",
+        "analyst-2"), 2)
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 
 
@@ -312,6 +317,18 @@ def test_a_model_trained_on_a_result_reaches_its_owner_only(
         "analyst-2", "train", "--result", result, "--model", "m3", "--owner", "clinic"), 2)
     assert "already exists" in refused(cluster.client(
         "analyst", "train", "--result", result, "--model", model, "--owner", "clinic"))
+    # a model for the analyst itself: only where the owners release the label (it holds D')
+    ok(cluster.client("analyst", "train", "--result", result, "--model", f"{model}-own",
+                      "--owner", "analyst", "--epochs", "2"))
+    ok(cluster.client("analyst", "model", "--model", f"{model}-own", "--out",
+                      str(tmp_path / "own.json")))
+    hidden = f"{ds}-nolabel"
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", hidden,
+                      "--label", "label"))
+    ok(cluster.client("analyst", "select", "--dataset", hidden, "--k", "4", "--result", hidden,
+                      "--security", security))
+    assert "give it away" in refused(cluster.client(
+        "analyst", "train", "--result", hidden, "--model", "m4", "--owner", "analyst"), 2)
 
 
 def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict[str, Path],

@@ -68,7 +68,8 @@ def test_the_private_model_is_the_reference_model(security: str, n_classes: int)
 def test_hyper_parameters_out_of_range_are_refused_naming_the_bound() -> None:
     for bad, words in [(plain.Training(epochs=0), "epochs"),
                        (plain.Training(learning_rate=9), "learning rate"),
-                       (plain.Training(l2=-1), "l2"), (plain.Training(momentum=1), "momentum")]:
+                       (plain.Training(l2=-1), "l2"), (plain.Training(l2=1e-5), "l2"),
+                       (plain.Training(momentum=1), "momentum")]:
         with pytest.raises(InputError, match=words):
             check_training(bad)
 
@@ -151,7 +152,7 @@ def _secret_pair() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.
 
 
 def _training_run(cls: type, data: tuple[np.ndarray, np.ndarray], cheater: Any,
-                  deviant: tuple[int, type] | None = None) -> list[object]:
+                  deviant: tuple[int, type] | None = None, epochs: int = 12) -> list[object]:
     from mpcnet.schemes import rep3, rep4
 
     z, codes = data
@@ -164,7 +165,7 @@ def _training_run(cls: type, data: tuple[np.ndarray, np.ndarray], cheater: Any,
         own = deviant[1] if deviant and deviant[0] == engine.party else cls
         s = await own.setup(engine, fault=cheater)
         x, lab = await s.input(shares[engine.party], labels[engine.party])
-        return await s.output((await train(s, x, lab, plain.Training(epochs=12))).weights)
+        return await s.output((await train(s, x, lab, plain.Training(epochs=epochs))).weights)
 
     return outcomes(cls.n_parties, party)
 
@@ -227,3 +228,70 @@ def test_a_wrong_copy_of_a_training_input_aborts_whatever_the_secret(setting: st
     for cheater in range(honest.n_parties):
         for data in _secret_pair():
             _aborted(_training_run(honest, data, None, (cheater, _faithful(honest))), cheater)
+
+
+class HighMacBeforeATruncation(FaultInjector):
+    """2^127 on this party's reshared MAC term of one random bit of the truncation that makes
+    y = trunc(z 2^(38 - L), 20) in the standardisation: bit 20 of the mask of y[0, 0], whose
+    weight in r >> 20 is 1. The record fails with probability 1/2, whatever the data; y then
+    enters d = y - centre, the first operand of d * d, whose record carries 2^127 d[0, 0]. Had
+    the MAC check run in parts (a zero test at every truncation's opening), the second part
+    would abort only when d[0, 0] is odd: the abort would tell its parity (the adversarial
+    review's attack). ``tests`` counts the MAC zero tests run (one ``mac-sum`` each)."""
+
+    def __init__(self, party: int, cells: int) -> None:
+        super().__init__(party, "product")
+        self.cells = cells
+        self.engine: RoundEngine | None = None
+        self.tests = 0
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if party != self.party:
+            return payload
+        if kind == "mac-sum":
+            self.tests += 1
+        assert self.engine is not None
+        if (kind == "product" and not self.fired and self.engine.current_phase == "standardise"
+                and payload.shape == (2, 3, 64 * self.cells)):  # (limb, component, bit cell)
+            at = 20 * self.cells
+            payload[1, 2, at:at + 1] += np.uint64(1 << 63)  # + 2^127: the high limb
+            self.fired += 1
+        return payload
+
+
+def _parity_pair() -> tuple[np.ndarray, np.ndarray]:
+    """Two 8 x 2 datasets with the same mean and largest value whose d[0, 0] = z[0, 0] - mean
+    is even in the first, odd in the second."""
+    col = np.array([10, 20, 150000, -30, 40, 50, -60, 70], dtype=np.int64)
+    col[-1] += (-col.sum()) % 8  # an integer mean
+    even = np.stack([col, np.array([3, -5, 7, 1, 0, 2, -2, 4])], 1)
+    if (even[0, 0] - even[:, 0].sum() // 8) % 2:
+        even[0, 0] += 1
+        even[1, 0] -= 1
+    odd = even.copy()
+    odd[0, 0] += 1
+    odd[1, 0] -= 1
+    return even, odd
+
+
+def test_a_high_mac_error_before_a_truncation_does_not_make_the_abort_depend_on_data() -> None:
+    """The job's MAC records are tested once, at the end: aborts on both datasets at the same
+    rate (a fair coin), never at an intermediate zero test."""
+    from mpcnet.schemes.spdz3 import Spdz3
+
+    aborted = {}
+    for name, z in zip(("even", "odd"), _parity_pair(), strict=True):
+        codes = np.arange(8) % 2
+        aborted[name] = 0
+        for _ in range(40):
+            attack = HighMacBeforeATruncation(0, z.size)
+            ran = _training_run(Spdz3, (z, codes), attack, epochs=1)
+            assert attack.fired == 1
+            honest = ran[1:]
+            if all(isinstance(o, np.ndarray) for o in honest):
+                continue
+            assert {o.check for o in honest if isinstance(o, CheatingDetected)} == {"MAC"}
+            assert attack.tests == 1, "a MAC zero test ran before the job's last"
+            aborted[name] += 1
+    # a fair coin on each: P(outside 8..32 of 40) < 2e-5
+    assert all(8 <= n <= 32 for n in aborted.values()), aborted

@@ -132,7 +132,7 @@ async def b2a_masked(s: Scheme, words: Shared) -> Shared:
     """
     r = await s.random(words.shape)
     u, v = await reduce_components(s, s.arith_components(s.neg(r)) + [words])
-    masked = await s.open_binary(await add_binary(s, u, v))
+    masked = await s.open_masked(await add_binary(s, u, v), binary=True)
     return s.add_public(r, masked)
 
 

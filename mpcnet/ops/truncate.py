@@ -99,7 +99,7 @@ async def _trunc_perfect(s: Scheme, x: Shared, f: int | np.ndarray,
     keep = (position >= t) & (position <= 62)
     r_hi = s.sum(s.mul_public(bits, np.where(keep, _weights(np.maximum(position - t, 0)), U64(0))),
                  0)
-    opened = await s.open(s.add(s.add_public(x.reshape(count), U64(1 << 62)), r))
+    opened = await s.open_masked(s.add(s.add_public(x.reshape(count), U64(1 << 62)), r))
     low, top = opened & U64((1 << 63) - 1), opened >> U64(63)
     # s = x + 2^62 + (r mod 2^63) < 2^64 has s mod 2^63 = low and s_63 = top XOR r_63, so
     # s >> t = (low >> t) + (top XOR r_63) 2^(63-t), and (s >> t) - r_hi = (x >> t) + 2^(62-t) + e

@@ -191,6 +191,13 @@ class Scheme(ABC):
     async def open(self, x: Shared) -> np.ndarray:
         """Reveal x to every party (after the scheme's checks)."""
 
+    async def open_masked(self, x: Shared, binary: bool = False) -> np.ndarray:
+        """Reveal x, a value masked by fresh randomness uniform over the whole ring (a perfect
+        truncation's x + r, ``b2a_masked``'s w - r): what it shows is uniform whatever errors
+        a cheater put into it, so a scheme may defer the checks that draw randomness to the
+        job's next ``verify`` instead of running them in parts (spdz3). Here: ``open``."""
+        return await (self.open_binary(x) if binary else self.open(x))
+
     @abstractmethod
     async def random(self, shape: tuple[int, ...]) -> Shared:
         """A sharing of a uniformly random ring element nobody knows."""

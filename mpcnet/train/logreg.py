@@ -18,9 +18,13 @@ Fixed point: features 8 fractional bits, weights ``WEIGHT_BITS`` = 12, scores 20
 gradient 36 (|G| <= m 2^36 (1 + 0.0073) < 2^61 for m < 2^24, since sum_i |x~_i| <= m for
 standardised columns), then 24 before the step: the learning rate over m is the public
 round(lr 2^34 / m) (relative precision 2^-10 at m = 2^24) and l2 is rounded to 2^-12.
-The active schemes check every product of a block of ``CHECK_EVERY`` epochs at its end
-(``Scheme.checkpoint``), so their records never hold more than that; the job's final
-``verify`` runs before any share of the model leaves a server.
+Memory (``training_layout``): the job holds D', its normalised and standardised copies and the
+labels; the steps that touch every value run a tile of rows at a time (the standardisation)
+or a block of rows at a time (each epoch's scores, sigmoid and gradient, summed over the
+blocks), sized by the budget. The active schemes check every product of ``CHECK_EVERY``
+epochs at their end (``Scheme.checkpoint``; every epoch when ten epochs' records would not
+fit), so their records never hold more than that; the job's final ``verify`` runs before any
+share of the model leaves a server.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpcnet.errors import InputError
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, FIXED_BYTES, MIN_TILE_CELLS, WORD_BYTES
 from mpcnet.ops.truncate import trunc
 from mpcnet.plain.logreg import DEFAULT_TRAINING, Training
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 from mpcnet.train.sigmoid import SLOPE_BITS, sigmoid
-from mpcnet.train.standardise import FEATURE_BITS, Standardised, standardise
+from mpcnet.train.standardise import FEATURE_BITS, Standardised, row_tiles, standardise
 
 U64 = np.uint64
 WEIGHT_BITS = 12
@@ -46,6 +51,12 @@ STEP_BITS = 34  # round(lr 2^STEP_BITS / m)
 L2_BITS = KEPT_BITS - WEIGHT_BITS
 CHECK_EVERY = 10
 MAX_EPOCHS = 10_000
+STANDARDISE_BYTES_PER_CELL = {"passive3": 10_000, "active3": 50_000, "active4": 36_000}
+"""Peak bytes per value of D' in a tile being standardised (an A2B, two truncations with their
+64 random bits), 1.5 times what tracemalloc measured in process for the transport's copies."""
+EPOCH_BYTES_PER_SCORE = {"passive3": 3_000, "active3": 27_000, "active4": 6_000}
+"""Peak bytes per row and weight vector of an epoch's block (eight sign tests and products,
+with their check records), measured likewise."""
 MAX_LEARNING_RATE = 8.0
 
 
@@ -56,6 +67,7 @@ class TrainedModel:
 
     weights: Shared
     columns: Standardised
+    layout: dict[str, int]
 
 
 def check_training(training: Training) -> None:
@@ -65,8 +77,9 @@ def check_training(training: Training) -> None:
     if not 0 < training.learning_rate <= MAX_LEARNING_RATE:
         raise InputError(f"the learning rate must be above 0 and at most {MAX_LEARNING_RATE}, "
                          f"not {training.learning_rate}")
-    if not 0 <= training.l2 <= 1024:
-        raise InputError(f"l2 must be 0 to 1024, not {training.l2}")
+    if not (training.l2 == 0 or 2**-L2_BITS <= training.l2 <= 1024):
+        raise InputError(f"l2 must be 0 or from 2^-{L2_BITS} to 1024 (the fixed point's "
+                         f"steps), not {training.l2}")
     if not 0 <= training.momentum < 1:
         raise InputError(f"the momentum must be in [0, 1), not {training.momentum}")
 
@@ -88,26 +101,81 @@ def _join_columns(parts: list[Shared]) -> Shared:
     return Shared(np.concatenate([p.data for p in parts], axis=-1), lead, parts[0].binary)
 
 
+@dataclass(frozen=True)
+class TrainingLayout:
+    """How a training job fits its memory budget: rows per standardisation tile and per
+    epoch block, and how many epochs' check records are kept before a checkpoint."""
+
+    tile_rows: int
+    block_rows: int
+    check_every: int
+
+    def figures(self, m: int) -> dict[str, int]:
+        return {"tiles": -(-m // self.tile_rows), "epoch_blocks": -(-m // self.block_rows),
+                "check_every": self.check_every}
+
+
+def training_layout(setting: str, m: int, k: int, n_weights: int,
+                    memory_budget: int) -> TrainingLayout:
+    """The tiles and blocks within ``memory_budget`` bytes; refuses a job whose held arrays
+    (D', its normalised and standardised copies, the labels) do not fit, naming the sizes."""
+    held = FIXED_BYTES + m * (3 * k + 2 + 2 * n_weights) * WORD_BYTES[setting]
+    usable = memory_budget - held
+    tile = usable // (STANDARDISE_BYTES_PER_CELL[setting] * k)
+    block = usable // (EPOCH_BYTES_PER_SCORE[setting] * n_weights)
+    if min(tile, block) < min(m, MIN_TILE_CELLS):
+        raise InputError(f"training on {m:,} x {k} under {setting} holds "
+                         f"{held / 2**20:,.0f} MiB of shares and needs tiles of at least "
+                         f"{MIN_TILE_CELLS} rows, more than the memory budget of "
+                         f"{memory_budget / 2**20:,.0f} MiB; raise [deployment] memory_budget "
+                         "or train on a smaller selection")
+    every = CHECK_EVERY if block >= CHECK_EVERY * m else 1
+    return TrainingLayout(min(m, tile), min(m, block), every)
+
+
 async def train(s: Scheme, data: Shared, labels: Shared,
-                training: Training = DEFAULT_TRAINING) -> TrainedModel:
+                training: Training = DEFAULT_TRAINING,
+                memory_budget: int = DEFAULT_MEMORY_BUDGET) -> TrainedModel:
     """Logistic regression on the m x k fixed-point integers ``data`` (D') and the one-hot
-    labels (m x (n - 1)), as ``mpcnet.plain.logreg.fit`` on the standardised columns."""
+    labels (m x (n - 1)), as ``mpcnet.plain.logreg.fit`` on the standardised columns, within
+    ``memory_budget`` bytes (``training_layout``)."""
     check_training(training)
     m, k = data.shape
     if labels.shape[0] != m or labels.shape[1] < 1:
         raise InputError(f"labels must be {m} x (classes - 1), not {labels.shape}")
+    n_weights = 1 if labels.shape[1] == 1 else labels.shape[1] + 1
+    if round(training.learning_rate * 2**STEP_BITS / m) < 2**10:
+        raise InputError(f"a learning rate of {training.learning_rate} over {m:,} rows is below "
+                         f"the fixed point's resolution (learning rate / m >= 2^-{STEP_BITS - 10})")
+    cut = training_layout(s.name, m, k, n_weights, memory_budget)
     with s.engine.phase("standardise"):
-        columns = await standardise(s, data)
+        columns = await standardise(s, data, cut.tile_rows)
     with s.engine.phase("training"):
         y = s.mul_public(targets(s, labels), U64(1 << PROB_BITS))
         ones = s.public(np.full((m, 1), 1 << FEATURE_BITS, dtype=U64))
         rows = _join_columns([columns.features, ones])  # [X~ 1], m x (k + 1)
-        weights = await _descend(s, rows, y, training)
-    return TrainedModel(weights, columns)
+        weights = await _descend(s, rows, y, training, cut)
+    return TrainedModel(weights, columns, cut.figures(m))
 
 
-async def _descend(s: Scheme, rows: Shared, y: Shared, training: Training) -> Shared:
+async def _gradient(s: Scheme, rows: Shared, y: Shared, weights: Shared,
+                    blocks: list[slice]) -> Shared:
+    """[X~ 1]^T (s([X~ 1] W) - Y), GRAD_BITS fractional bits, a block of rows at a time."""
+    total = None
+    for block in blocks:
+        part = rows[block]
+        scores = await s.matmul(part, weights)                     # SCORE_BITS
+        errors = s.sub(await sigmoid(s, scores, SCORE_BITS), y[block])  # PROB_BITS
+        gradient = await s.matmul(part.T, errors)
+        total = gradient if total is None else s.add(total, gradient)
+    assert total is not None
+    return total
+
+
+async def _descend(s: Scheme, rows: Shared, y: Shared, training: Training,
+                   cut: TrainingLayout) -> Shared:
     m, width = rows.shape
+    blocks = row_tiles(m, cut.block_rows)
     shape = (width, y.shape[1])
     weights = velocity = s.public(np.zeros(shape, dtype=U64))
     penalty = np.zeros(shape, dtype=U64)
@@ -115,17 +183,15 @@ async def _descend(s: Scheme, rows: Shared, y: Shared, training: Training) -> Sh
     rate = U64(round(training.learning_rate * 2**STEP_BITS / m))
     keep = U64(round(training.momentum * 2**WEIGHT_BITS))
     shifts = np.repeat([KEPT_BITS + STEP_BITS - WEIGHT_BITS, WEIGHT_BITS], width * shape[1])
-    columns = rows.T
     for epoch in range(training.epochs):
-        scores = await s.matmul(rows, weights)                     # SCORE_BITS
-        errors = s.sub(await sigmoid(s, scores, SCORE_BITS), y)   # PROB_BITS
-        gradient = await trunc(s, await s.matmul(columns, errors), GRAD_BITS - KEPT_BITS)
+        gradient = await trunc(s, await _gradient(s, rows, y, weights, blocks),
+                               GRAD_BITS - KEPT_BITS)
         gradient = s.add(gradient, s.mul_public(weights, penalty))
         step, kept = split(await trunc(s, concat([s.mul_public(gradient, rate),
                                                   s.mul_public(velocity, keep)]), shifts),
                            [shape, shape])
         velocity = s.sub(kept, step)
         weights = s.add(weights, velocity)
-        if (epoch + 1) % CHECK_EVERY == 0:
+        if (epoch + 1) % cut.check_every == 0:
             await s.checkpoint()
     return weights

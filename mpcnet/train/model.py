@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET
 from mpcnet.plain.logreg import Model, Training
 from mpcnet.schemes.base import Scheme, Shared
 from mpcnet.train.logreg import WEIGHT_BITS, train
@@ -28,9 +29,11 @@ PARTS = ("weights", "ratio", "mantissa", "exponent")
 
 
 async def train_on_result(s: Scheme, arrays: dict[str, np.ndarray], n_classes: int,
-                          training: Training) -> tuple[dict[str, Shared], dict[str, Any]]:
-    """This party's part of training on a selection result's share ``arrays``: the shares to
-    store for the model's owner and the job's figures."""
+                          training: Training, memory_budget: int = DEFAULT_MEMORY_BUDGET
+                          ) -> tuple[dict[str, Shared], dict[str, Any]]:
+    """This party's part of training on a selection result's share ``arrays`` within
+    ``memory_budget`` bytes: the shares to store for the model's owner and the job's
+    figures."""
     names = ["reduced", "training_labels", "exponents"] + (
         ["indices"] if "indices" in arrays else [])
     shares = dict(zip(names, await s.input(*(arrays[n] for n in names)), strict=True))
@@ -38,7 +41,7 @@ async def train_on_result(s: Scheme, arrays: dict[str, np.ndarray], n_classes: i
     if labels.shape[1] != n_classes - 1:
         raise ValueError(f"the result's labels have {labels.shape[1] + 1} classes, its "
                          f"dataset {n_classes}")
-    model = await train(s, shares["reduced"], labels, training)
+    model = await train(s, shares["reduced"], labels, training, memory_budget)
     cols = model.columns
     k = cols.ratio.shape[0]
     # scale = mantissa 2^(j + L - e - 26); a constant column's scale is 1 (exponent 26)
@@ -52,7 +55,9 @@ async def train_on_result(s: Scheme, arrays: dict[str, np.ndarray], n_classes: i
     figures = {"model": f"logistic regression on {k} standardised columns, {classes} weight "
                         f"vector(s), {training.epochs} epochs (learning rate "
                         f"{training.learning_rate:g}, l2 {training.l2:g}, momentum "
-                        f"{training.momentum:g})"}
+                        f"{training.momentum:g}); standardised in {model.layout['tiles']} "
+                        f"tile(s), epochs in {model.layout['epoch_blocks']} block(s), checked "
+                        f"every {model.layout['check_every']} epoch(s)"}
     return outputs, figures
 
 

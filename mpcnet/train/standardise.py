@@ -22,8 +22,10 @@ two, and the statistics are computed there. For m rows and k columns, nothing op
    4^j <= V < 4^(j+1) and, linearly, 4^(27 - j) and 2^(27 - j); a = V 4^-j lies in [1, 4); the
    linear start r0 = 1.0092 - a/8 (|1 - a r0^2| <= 0.219) and four Newton steps
    r <- r (3 - a r^2) / 2 leave a relative error of about 10^-12, below the 2^-30 of the
-   representation. A column with V < 1 unit (2^-16 of a unit of y^2: constant, as far as the
-   ring can tell) gets scale 1 and features 0, as in scikit-learn.
+   representation. A column with V below 4 units of y^2 (``CONSTANT_BELOW``: a standard
+   deviation below 2^-16 of its largest magnitude, which includes every constant column, whose
+   y, rounded stochastically, varies by up to 1/4) gets scale 1 and features 0, as
+   scikit-learn gives a constant column.
 4. Features x~ = (y - mu) / sqrt(V) with ``FEATURE_BITS`` = 8 fractional bits (one truncation
    per value: |x~| <= sqrt(m) < 2^12).
 
@@ -64,6 +66,10 @@ CENTRED_BITS = 10
 RATIO_BITS = 34  # mean / scale (and 1 / sqrt(V) for it: centre < 2^18 times it < 2^62)
 POWERS = 27  # sign tests V < 4^i, i = 1..27: V <= 2^52 < 4^27
 START = 1.0092  # r0 = START - a / 8 for 1 / sqrt(a), a in [1, 4)
+CONSTANT_BELOW = 4 << MEAN_BITS
+"""A column whose variance is below 4 units of y^2 is constant: for a constant column the
+rounding of y alone gives up to 1/4 (its y is one of two neighbours) and the variance's
+truncation up to 2."""
 NEWTON_STEPS = 4
 
 
@@ -89,9 +95,8 @@ async def _or(s: Scheme, x: Shared, y: Shared) -> Shared:
     return s.xor(s.xor(x, y), await s.and_(x, y))
 
 
-async def normaliser(s: Scheme, z: Shared) -> tuple[Shared, Shared]:
-    """Per column of z (m x k), the arithmetic sharings of L = the bit length of max |z| and of
-    2^(38 - L) (step 1 of the module docstring)."""
+async def _spread_or(s: Scheme, z: Shared) -> Shared:
+    """Per column of z (rows x k), the binary OR over the rows of |z| - [z < 0]."""
     words = await a2b(s, z)
     spread = local_map(words, lambda d: d ^ (U64(0) - (d >> U64(63))))
     while spread.shape[0] > 1:
@@ -99,7 +104,17 @@ async def normaliser(s: Scheme, z: Shared) -> tuple[Shared, Shared]:
             zero = local_map(spread[:1], np.zeros_like)
             spread = concat([spread, zero]).reshape((spread.shape[0] + 1,) + spread.shape[1:])
         spread = await _or(s, spread[0::2], spread[1::2])
-    prefix = spread.reshape(z.shape[1])
+    return spread.reshape(z.shape[1])
+
+
+async def normaliser(s: Scheme, z: Shared, tiles: list[slice]) -> tuple[Shared, Shared]:
+    """Per column of z (m x k), the arithmetic sharings of L = the bit length of max |z| and of
+    2^(38 - L) (step 1 of the module docstring), reading z a tile of rows at a time."""
+    prefix = None
+    for rows in tiles:
+        part = await _spread_or(s, z[rows])
+        prefix = part if prefix is None else await _or(s, prefix, part)
+    assert prefix is not None
     for width in (1, 2, 4, 8, 16, 32):
         prefix = await _or(s, prefix, s.shift(prefix, -width))
     leading = s.xor(prefix, s.shift(prefix, -1))
@@ -128,9 +143,10 @@ async def _inverse_sqrt(s: Scheme, var: Shared
     with FEATURE_INV_BITS and with RATIO_BITS, the mantissa sqrt(a) (INV_BITS bits), and j
     (step 3 of the module docstring)."""
     k = var.shape[0]
-    powers = np.array([0] + [4**i for i in range(1, POWERS + 1)], dtype=U64)[:, None]
+    powers = np.array([CONSTANT_BELOW] + [4**i for i in range(1, POWERS + 1)],
+                      dtype=U64)[:, None]
     tests = s.sub(var.reshape(1, k).broadcast_to((POWERS + 1, k)),
-                  s.public(np.broadcast_to(np.maximum(powers, 1), (POWERS + 1, k))))
+                  s.public(np.broadcast_to(powers, (POWERS + 1, k))))
     signs = (await ltz(s, tests)).reshape(POWERS + 1, k)
     constant, below = signs[0], signs[1:]
     j = s.add_public(s.neg(s.sum(below, 0)), U64(POWERS))
@@ -159,28 +175,46 @@ def _down(x: Shared, m: int) -> Shared:
     return x.reshape(1, x.size).broadcast_to((m, x.size))
 
 
-async def standardise(s: Scheme, z: Shared) -> Standardised:
-    """Standardise the columns of the m x k fixed-point integers z (the module docstring)."""
+def join_rows(parts: list[Shared]) -> Shared:
+    """Row tiles (r_i x k) joined back into one m x k sharing (local)."""
+    if len(parts) == 1:
+        return parts[0]
+    return Shared(np.concatenate([p.data for p in parts], axis=parts[0].lead), parts[0].lead)
+
+
+def row_tiles(m: int, rows: int) -> list[slice]:
+    """Slices of at most ``rows`` rows covering 0..m-1."""
+    rows = max(1, rows)
+    return [slice(start, min(m, start + rows)) for start in range(0, m, rows)]
+
+
+async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None) -> Standardised:
+    """Standardise the columns of the m x k fixed-point integers z (the module docstring),
+    ``tile_rows`` rows at a time in the steps that touch every value (bounded memory; the
+    statistics are sums over the tiles)."""
     m, k = z.shape
     if not 2 <= m < MAX_ROWS:
         raise RangeError(f"standardising needs 2 to {MAX_ROWS - 1} rows, not {m}")
-    length, scale = await normaliser(s, z)
-    y = await trunc(s, await s.mul(z, _down(scale, m)), VALUE_BITS - NORMAL_BITS)
+    tiles = row_tiles(m, tile_rows or m)
+    length, scale = await normaliser(s, z, tiles)
+    ys = [await trunc(s, await s.mul(z[t], _down(scale, t.stop - t.start)),
+                      VALUE_BITS - NORMAL_BITS) for t in tiles]
 
     # 2. mean with MEAN_BITS bits, the integer centre, variance with MEAN_BITS bits
-    total = s.sum(y, 0)
+    total = _sum_all(s, [s.sum(y, 0) for y in ys])
     mean = await trunc(s, s.mul_public(total, U64(round(2 ** (MEAN_BITS + 24) / m))), 24)
     centre, coarse = split(await trunc(s, concat([mean, mean]),
                                        np.repeat([MEAN_BITS, MEAN_BITS - CENTRED_BITS], k)),
                            [(k,), (k,)])
     offset = s.sub(mean, s.mul_public(centre, U64(1 << MEAN_BITS)))  # mu - c, |.| < 2^17
-    d = s.sub(y, _down(centre, m))
-    squares, offset_sq = split(await s.mul(concat([d, offset]), concat([d, offset])),
-                               [(m, k), (k,)])
-    c = max(0, math.ceil(math.log2(m)))
+    sums = []
+    for y in ys:
+        d = s.sub(y, _down(centre, y.shape[0]))
+        sums.append(s.sum(await s.mul(d, d), 0))
+    c = max(0, math.ceil(math.log2(m)))  # an error of at most 2 units of y^2
     spread, offset_sq = split(await trunc(
-        s, concat([s.sum(squares, 0), offset_sq]), np.repeat([c, MEAN_BITS], k)),
-        [(k,), (k,)])
+        s, concat([_sum_all(s, sums), await s.mul(offset, offset)]),
+        np.repeat([c, MEAN_BITS], k)), [(k,), (k,)])
     var = s.sub(s.mul_public(spread, U64(round(2 ** (c + MEAN_BITS) / m))), offset_sq)
 
     # 3. 1 / sqrt(V); 4. the features and the model's column figures
@@ -190,14 +224,22 @@ async def standardise(s: Scheme, z: Shared) -> Standardised:
         concat([feature_inv, ratio_inv, mantissa]), concat([varies, varies, varies])),
         [(k,)] * 3)
     mantissa = s.add(mantissa, s.mul_public(constant, U64(1 << INV_BITS)))
+    whole, part = split(await s.mul(concat([centre, offset]), concat([ratio_inv, ratio_inv])),
+                        [(k,), (k,)])
+    ratio = s.add(whole, await trunc(s, part, MEAN_BITS))  # (c + (mu - c)) / sqrt(V)
     # x~ = (y - mu) / sqrt(V): (y - mu) 2^10 < 2^29 times 1 / sqrt(V) 2^40, |x~| < 2^12
-    centred = s.sub(s.mul_public(y, U64(1 << CENTRED_BITS)), _down(coarse, m))
-    scaled, whole, part = split(await s.mul(
-        concat([centred, centre, offset]),
-        concat([_down(feature_inv, m), ratio_inv, ratio_inv])), [(m, k), (k,), (k,)])
-    features, part = split(await trunc(
-        s, concat([scaled, part]),
-        np.concatenate([np.full(m * k, CENTRED_BITS + FEATURE_INV_BITS - FEATURE_BITS),
-                        np.full(k, MEAN_BITS)])), [(m, k), (k,)])
-    ratio = s.add(whole, part)  # (c + (mu - c)) / sqrt(V), RATIO_BITS bits
-    return Standardised(features, ratio, mantissa, s.add(j, length), constant)
+    features = []
+    for y in ys:
+        rows = y.shape[0]
+        centred = s.sub(s.mul_public(y, U64(1 << CENTRED_BITS)), _down(coarse, rows))
+        features.append(await trunc(s, await s.mul(centred, _down(feature_inv, rows)),
+                                    CENTRED_BITS + FEATURE_INV_BITS - FEATURE_BITS))
+    del ys
+    return Standardised(join_rows(features), ratio, mantissa, s.add(j, length), constant)
+
+
+def _sum_all(s: Scheme, parts: list[Shared]) -> Shared:
+    total = parts[0]
+    for part in parts[1:]:
+        total = s.add(total, part)
+    return total
