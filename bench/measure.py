@@ -182,14 +182,19 @@ async def _select(dep: Any, dataset: str, k: int, security: str, n: int) -> dict
         job = await analyst.select(dataset, k, f"{dataset}-top{k}", security=security)
         out["e2e_s"] = time.perf_counter() - t0
         out["job_id"] = job["id"]
-        figures = {}
-        for s in dep.servers[:n]:
-            sess = await analyst.session(s)
-            figures[s.name] = (await sess.request("job", id=job["id"]))["job"]["figures"]
-        out["figures"] = figures
+        out["figures"] = await _figures(analyst, dep, job["id"], n)
     finally:
         analyst.close()
     return out
+
+
+async def _figures(analyst: Any, dep: Any, job_id: str, n: int) -> dict[str, Any]:
+    """Every server's own figures of the job."""
+    figures = {}
+    for s in dep.servers[:n]:
+        sess = await analyst.session(s)
+        figures[s.name] = (await sess.request("job", id=job_id))["job"]["figures"]
+    return figures
 
 
 async def _train(dep: Any, dataset: str, k: int, epochs: int, n: int) -> dict[str, Any]:
@@ -202,12 +207,8 @@ async def _train(dep: Any, dataset: str, k: int, epochs: int, n: int) -> dict[st
         t0 = time.perf_counter()
         job = await analyst.train(f"{dataset}-top{k}", f"{dataset}-model", MODEL_OWNER,
                                   epochs=epochs)
-        out: dict[str, Any] = {"e2e_s": time.perf_counter() - t0, "epochs": epochs}
-        figures = {}
-        for s in dep.servers[:n]:
-            sess = await analyst.session(s)
-            figures[s.name] = (await sess.request("job", id=job["id"]))["job"]["figures"]
-        out["figures"] = figures
+        out: dict[str, Any] = {"e2e_s": time.perf_counter() - t0, "epochs": epochs,
+                               "figures": await _figures(analyst, dep, job["id"], n)}
     finally:
         analyst.close()
     return out

@@ -124,3 +124,16 @@ def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end() -> None:
     ands, past = run(SameErrorEverywhere(1, "and", delta=1))
     assert {o.check for o in ands if isinstance(o, CheatingDetected)} == {"AND"}, ands
     assert not past & {0, 2}  # the honest parties stopped at the checkpoint
+
+
+def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
+    """``open_masked`` skips the checks its caller vouches for: its callers are pinned to the
+    perfect truncation (x + r, r uniform over the ring) and ``b2a_masked`` (w - r)."""
+    import re
+
+    from conftest import ROOT
+
+    callers = {path.relative_to(ROOT).as_posix()
+               for path in (ROOT / "mpcnet").rglob("*.py")
+               if re.search(r"\.open_masked\(", path.read_text())}
+    assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py"}, callers

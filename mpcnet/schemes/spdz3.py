@@ -403,15 +403,16 @@ class Spdz3(Rep3):
         return await self._open_words(x.data[0, :, VALUE], binary=False)
 
     async def open_masked(self, x: Shared, binary: bool = False) -> np.ndarray:
-        """x, uniformly masked (``Scheme.open_masked``), after a ``checkpoint``: the inputs
-        and ANDs so far are checked, the MAC records folded, and the job's one MAC zero test
-        at its next ``verify`` weighs them all. A MAC zero test at every such opening would
-        run the MAC check in parts (a training job truncates a hundred times), and an error
-        that passed one part would reach the next multiplied by secrets: an adversarial
-        review made the abort of a training job depend on the parity of a data cell that way.
-        The opening itself is vouched for by the other holder (open consistency), and what
-        it reveals is uniform, so deferring the MAC test reveals nothing."""
-        await self.checkpoint()
+        """x, uniformly masked (``Scheme.open_masked``), with no MAC or AND test first: the
+        MAC records and ANDs stay queued for the job's next ``checkpoint`` or ``verify``,
+        whose randomness is drawn after this opening and everything before it. Testing the
+        MACs at every such opening would run the MAC check in parts (a training job
+        truncates a hundred times), and an error that passed one part would reach the next
+        multiplied by secrets: an adversarial review made the abort of a training job depend
+        on the parity of a data cell that way. What the opening shows is uniform whatever
+        errors precede it (a second review checked the mask's bits stay a bijection of the
+        bits a cheater lacks), and the other holder vouches for it (open consistency)."""
+        await self.verify_inputs()
         return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
 
     # -- binary ----------------------------------------------------------------------------
