@@ -295,3 +295,17 @@ def test_a_high_mac_error_before_a_truncation_does_not_make_the_abort_depend_on_
             aborted[name] += 1
     # a fair coin on each: P(outside 8..32 of 40) < 2e-5
     assert all(8 <= n <= 32 for n in aborted.values()), aborted
+
+
+def test_the_layout_tiles_a_large_job_and_refuses_one_whose_shares_do_not_fit() -> None:
+    from mpcnet.train.logreg import training_layout
+
+    small = training_layout("passive3", 500, 10, 1, 2 << 30)
+    assert (small.tile_rows, small.block_rows, small.check_every) == (500, 500, 10)
+    speed = training_layout("active3", 8378, 67, 1, 2 << 30)  # SpeedDating's D'
+    assert 100 < speed.tile_rows < 8378 and speed.block_rows == 8378
+    assert speed.check_every == 1  # ten epochs' check records would not fit
+    large = training_layout("passive3", 1_000_000, 20, 1, 2 << 30)
+    assert large.tile_rows < 10_000 and large.block_rows < 1_000_000
+    with pytest.raises(InputError, match="4,162 MiB of shares"):
+        training_layout("active3", 1_000_000, 20, 1, 2 << 30)

@@ -123,10 +123,11 @@ def training_layout(setting: str, m: int, k: int, n_weights: int,
     usable = memory_budget - held
     tile = usable // (STANDARDISE_BYTES_PER_CELL[setting] * k)
     block = usable // (EPOCH_BYTES_PER_SCORE[setting] * n_weights)
-    if min(tile, block) < min(m, MIN_TILE_CELLS):
+    least = min(m, max(1, MIN_TILE_CELLS // k))  # rows: at least MIN_TILE_CELLS values a tile
+    if min(tile, block) < least:
         raise InputError(f"training on {m:,} x {k} under {setting} holds "
                          f"{held / 2**20:,.0f} MiB of shares and needs tiles of at least "
-                         f"{MIN_TILE_CELLS} rows, more than the memory budget of "
+                         f"{least} rows, more than the memory budget of "
                          f"{memory_budget / 2**20:,.0f} MiB; raise [deployment] memory_budget "
                          "or train on a smaller selection")
     every = CHECK_EVERY if block >= CHECK_EVERY * m else 1
