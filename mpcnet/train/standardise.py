@@ -114,6 +114,7 @@ async def normaliser(s: Scheme, z: Shared, tiles: list[slice]) -> tuple[Shared, 
     for rows in tiles:
         part = await _spread_or(s, z[rows])
         prefix = part if prefix is None else await _or(s, prefix, part)
+        await _after_tile(s, tiles)
     assert prefix is not None
     for width in (1, 2, 4, 8, 16, 32):
         prefix = await _or(s, prefix, s.shift(prefix, -width))
@@ -197,8 +198,11 @@ async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None) -> Sta
         raise RangeError(f"standardising needs 2 to {MAX_ROWS - 1} rows, not {m}")
     tiles = row_tiles(m, tile_rows or m)
     length, scale = await normaliser(s, z, tiles)
-    ys = [await trunc(s, await s.mul(z[t], _down(scale, t.stop - t.start)),
-                      VALUE_BITS - NORMAL_BITS) for t in tiles]
+    ys = []
+    for t in tiles:
+        ys.append(await trunc(s, await s.mul(z[t], _down(scale, t.stop - t.start)),
+                              VALUE_BITS - NORMAL_BITS))
+        await _after_tile(s, tiles)
 
     # 2. mean with MEAN_BITS bits, the integer centre, variance with MEAN_BITS bits
     total = _sum_all(s, [s.sum(y, 0) for y in ys])
@@ -211,6 +215,7 @@ async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None) -> Sta
     for y in ys:
         d = s.sub(y, _down(centre, y.shape[0]))
         sums.append(s.sum(await s.mul(d, d), 0))
+        await _after_tile(s, tiles)
     c = max(0, math.ceil(math.log2(m)))  # an error of at most 2 units of y^2
     spread, offset_sq = split(await trunc(
         s, concat([_sum_all(s, sums), await s.mul(offset, offset)]),
@@ -234,8 +239,16 @@ async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None) -> Sta
         centred = s.sub(s.mul_public(y, U64(1 << CENTRED_BITS)), _down(coarse, rows))
         features.append(await trunc(s, await s.mul(centred, _down(feature_inv, rows)),
                                     CENTRED_BITS + FEATURE_INV_BITS - FEATURE_BITS))
+        await _after_tile(s, tiles)
     del ys
     return Standardised(join_rows(features), ratio, mantissa, s.add(j, length), constant)
+
+
+async def _after_tile(s: Scheme, tiles: list[slice]) -> None:
+    """In a job of several tiles, free the tile's check records (``Scheme.checkpoint``: the
+    active3 MAC records are folded into the job's one zero test, its ANDs checked now)."""
+    if len(tiles) > 1:
+        await s.checkpoint()
 
 
 def _sum_all(s: Scheme, parts: list[Shared]) -> Shared:
