@@ -91,7 +91,8 @@ def test_the_float_reference_matches_scikit_learn_on_standardised_data() -> None
 # -- cheating during training ---------------------------------------------------------------
 class InPhase(FaultInjector):
     """A fixed error on the first message of ``kind`` that party ``party`` sends in phase
-    ``phase`` (``standardise`` or ``training``), chosen when it is sent."""
+    ``phase`` (``standardise``, ``training``, or ``setup``: the final checks), chosen when it is
+    sent."""
 
     def __init__(self, party: int, kind: str, phase: str) -> None:
         super().__init__(party, kind)
@@ -121,22 +122,32 @@ def _cheated(security: str, fault: InPhase) -> list[object]:
     return outcomes(info.n_parties, party)
 
 
-CASES = [(security, party, kind, phase)
-         for security, kinds in (("active3", ("product", "and", "open-value", "mac-sum")),
-                                 ("active4", ("jmp-value", "jmp-hash", "open-value")))
-         for party in range(registry.get(security).n_parties)
-         for kind in kinds for phase in ("standardise", "training")]
+# active3 tests the MACs once, when the model is output (phase "setup" again), and the ANDs
+# at each checkpoint (every 10 epochs); masked openings test nothing (Scheme.open_masked)
+KINDS = {("active3", "standardise"): ("product", "and", "open-value"),
+         ("active3", "training"): ("product", "and", "open-value", "and-claim"),
+         ("active3", "setup"): ("mac-sum", "mac-product", "mac-claim"),
+         ("active4", "standardise"): ("jmp-value", "jmp-hash", "open-value"),
+         ("active4", "training"): ("jmp-value", "jmp-hash", "open-value")}
+CASES = [(security, party, kind, phase) for (security, phase), kinds in KINDS.items()
+         for party in range(registry.get(security).n_parties) for kind in kinds]
 
 
 @pytest.mark.parametrize(("security", "party", "kind", "phase"), CASES)
 def test_an_error_in_training_stops_the_job_and_no_model_leaves(security: str, party: int,
                                                                  kind: str, phase: str) -> None:
+    """An honest server names the failed check. An error in the final MAC check's last rounds
+    may reach one honest server after it has its share of the model (the other honest one
+    decides: the zero test's claim is the cheater's), as for a selection's D'
+    (tests/test_cheating.py); a server stores it only in the job's commit round, which the
+    aborting server never joins (parties/runner.py), so nothing is stored anywhere."""
     fault = InPhase(party, kind, phase)
     ran = _cheated(security, fault)
     assert fault.fired == 1, "the cheater found no such message"
     honest = [o for i, o in enumerate(ran) if i != party]
-    assert not any(isinstance(o, np.ndarray) for o in honest), "a share of the model left"
     assert any(isinstance(o, CheatingDetected) for o in honest), honest
+    if phase != "setup":  # caught before the model's output begins
+        assert not any(isinstance(o, np.ndarray) for o in honest), "a share of the model left"
 
 
 # -- adaptive cheaters during training -------------------------------------------------------
