@@ -19,6 +19,7 @@ from mpcnet.fixedpoint import MAX_ROWS
 from mpcnet.ops.compare import ltz
 from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
 from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.schemes.base import join as join_shared
 
 _LIMB_WIDTHS = range(4, 33)
 
@@ -86,16 +87,8 @@ async def _fractions(s: Scheme, x: Shared, y: Shared, a: Shared, b_nonzero: Shar
 
 def join(parts: list[Fractions]) -> Fractions:
     """The fractions of column blocks side by side, in column order."""
-    if len(parts) == 1:
-        return parts[0]
-
-    def side_by_side(limbs: list[Shared]) -> Shared:  # (L, p_i) -> (L, sum p_i)
-        rows = limbs[0].shape[0]
-        flat = concat([x.T for x in limbs])
-        return flat.reshape(flat.size // rows, rows).T
-
-    return Fractions(side_by_side([f.num for f in parts]), side_by_side([f.den for f in parts]),
-                     parts[0].plan)
+    return Fractions(join_shared([f.num for f in parts], 1),
+                     join_shared([f.den for f in parts], 1), parts[0].plan)
 
 
 async def msgini_fraction(s: Scheme, data: Shared, labels: Shared, plan: LimbPlan

@@ -88,6 +88,15 @@ def concat(parts: Sequence[Shared]) -> Shared:
     return Shared(np.concatenate(flat, axis=first.lead), first.lead, first.binary)
 
 
+def join(parts: Sequence[Shared], axis: int) -> Shared:
+    """Sharings joined along a logical ``axis`` (row tiles, column blocks); local."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    return Shared(np.concatenate([p.data for p in parts], axis=first.lead + axis), first.lead,
+                  first.binary)
+
+
 def split(whole: Shared, shapes: Sequence[tuple[int, ...]]) -> list[Shared]:
     """Undo ``concat``: cut a flat share into pieces of the given shapes."""
     out, start = [], 0

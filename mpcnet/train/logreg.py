@@ -37,7 +37,7 @@ from mpcnet.errors import InputError
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, FIXED_BYTES, MIN_TILE_CELLS, WORD_BYTES
 from mpcnet.ops.truncate import trunc
 from mpcnet.plain.logreg import DEFAULT_TRAINING, Training
-from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 from mpcnet.train.sigmoid import SLOPE_BITS, sigmoid
 from mpcnet.train.standardise import FEATURE_BITS, Standardised, row_tiles, standardise
 
@@ -92,13 +92,7 @@ def targets(s: Scheme, labels: Shared) -> Shared:
     last = s.add_public(s.neg(s.sum(labels, 1)), U64(1)).reshape(m, 1)
     if rest == 1:
         return last
-    return _join_columns([labels, last])
-
-
-def _join_columns(parts: list[Shared]) -> Shared:
-    """Side-by-side join of m x c_i sharings (a local operation)."""
-    lead = parts[0].lead
-    return Shared(np.concatenate([p.data for p in parts], axis=-1), lead, parts[0].binary)
+    return join([labels, last], 1)
 
 
 @dataclass(frozen=True)
@@ -154,7 +148,7 @@ async def train(s: Scheme, data: Shared, labels: Shared,
     with s.engine.phase("training"):
         y = s.mul_public(targets(s, labels), U64(1 << PROB_BITS))
         ones = s.public(np.full((m, 1), 1 << FEATURE_BITS, dtype=U64))
-        rows = _join_columns([columns.features, ones])  # [X~ 1], m x (k + 1)
+        rows = join([columns.features, ones], 1)  # [X~ 1], m x (k + 1)
         weights = await _descend(s, rows, y, training, cut)
     return TrainedModel(weights, columns, cut.figures(m))
 

@@ -53,7 +53,7 @@ from mpcnet.fixedpoint import MAX_ROWS, VALUE_BITS
 from mpcnet.ops.compare import ltz
 from mpcnet.ops.convert import a2b, bits_of, local_map
 from mpcnet.ops.truncate import trunc
-from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
 U64 = np.uint64
 FEATURE_BITS = 8
@@ -176,13 +176,6 @@ def _down(x: Shared, m: int) -> Shared:
     return x.reshape(1, x.size).broadcast_to((m, x.size))
 
 
-def join_rows(parts: list[Shared]) -> Shared:
-    """Row tiles (r_i x k) joined back into one m x k sharing (local)."""
-    if len(parts) == 1:
-        return parts[0]
-    return Shared(np.concatenate([p.data for p in parts], axis=parts[0].lead), parts[0].lead)
-
-
 def row_tiles(m: int, rows: int) -> list[slice]:
     """Slices of at most ``rows`` rows covering 0..m-1."""
     rows = max(1, rows)
@@ -241,7 +234,7 @@ async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None) -> Sta
                                     CENTRED_BITS + FEATURE_INV_BITS - FEATURE_BITS))
         await _after_tile(s, tiles)
     del ys
-    return Standardised(join_rows(features), ratio, mantissa, s.add(j, length), constant)
+    return Standardised(join(features, 0), ratio, mantissa, s.add(j, length), constant)
 
 
 async def _after_tile(s: Scheme, tiles: list[slice]) -> None:
