@@ -36,22 +36,22 @@ def _split_rows(table: Any, cut: int) -> tuple[Any, Any]:
     return part(slice(0, cut)), part(slice(cut, None))
 
 
-def plaintext_reference(table: Any, exponents: np.ndarray, classes: list[str], k: int
-                        ) -> Reduced:
+def plaintext_reference(table: Any, exponents: np.ndarray, classes: list[str], k: int,
+                        score: str = "ms-gini") -> Reduced:
     """D' computed in the clear from the same encoded values (mpcnet.plain)."""
     from mpcnet.dataset import class_codes
     from mpcnet.fixedpoint import encode
-    from mpcnet.plain import msgini_fraction, reduce, topk_fraction
+    from mpcnet.plain import reduce, score_fraction, topk_fraction
 
     x = encode(table.values, exponents, table.columns)
     _, codes = class_codes(table.labels, classes)
-    q, d = msgini_fraction(x, codes, len(classes))
+    q, d = score_fraction(score, x, codes, len(classes))
     idx = topk_fraction(q, d, k)
     return Reduced(reduce(x, idx), np.asarray(exponents)[idx])
 
 
-async def _drive(cluster: Any, name: str, table: Any, k: int, security: str, out: Any
-                 ) -> dict[str, Any]:
+async def _drive(cluster: Any, name: str, table: Any, k: int, security: str, score: str,
+                 out: Any                 ) -> dict[str, Any]:
     from client.results import reconstruct_encoded
     from client.session import Client
     from mpcnet.dataset import BUNDLED
@@ -74,7 +74,7 @@ async def _drive(cluster: Any, name: str, table: Any, k: int, security: str, out
     analyst = Client(cluster.dep, "analyst")
     try:
         t0 = time.perf_counter()
-        job = await analyst.select(name, k, f"{name}-top{k}", security=security)
+        job = await analyst.select(name, k, f"{name}-top{k}", security=security, score=score)
         times["select"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         fetched = await analyst.fetch(f"{name}-top{k}")
@@ -94,7 +94,7 @@ async def _drive(cluster: Any, name: str, table: Any, k: int, security: str, out
     finally:
         first_owner.close()
     expected = plaintext_reference(table, np.asarray(schema["exponents"], dtype=np.int64),
-                                   schema["classes"], k)
+                                   schema["classes"], k, score)
     equal = (np.array_equal(reduced.encoded, expected.encoded)
              and np.array_equal(reduced.exponents, expected.exponents))
     return {"job": job, "per_server": per_server, "equal": equal,
@@ -105,6 +105,7 @@ async def _drive(cluster: Any, name: str, table: Any, k: int, security: str, out
 def parser() -> argparse.ArgumentParser:
     """The command line of ``mpc-demo``."""
     from mpcnet.dataset import BUNDLED
+    from mpcnet.featsel.scores import SCORES
 
     p = argparse.ArgumentParser(prog="mpc-demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,6 +114,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, help="features to keep (default: the paper's k)")
     p.add_argument("--security", default="passive3",
                    help="passive3 | active3 | active4 (default: passive3)")
+    p.add_argument("--score", default="ms-gini", choices=sorted(SCORES),
+                   help="how features are scored (default: ms-gini)")
     p.add_argument("--workdir", type=Path,
                    help="keep certificates, data and logs here (default: a temporary folder, "
                         "deleted at the end)")
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start()
             out(f"  servers up in {time.perf_counter() - t0:.1f} s")
             try:
-                r = run(_drive(cluster, args.dataset, table, k, args.security, out))
+                r = run(_drive(cluster, args.dataset, table, k, args.security, args.score, out))
             except MPCError as exc:
                 print(f"mpc-demo: {exc}", file=sys.stderr)
                 for name in names:
@@ -166,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         job, figs = r["job"], r["per_server"]
         lead = figs.get(names[0], {})
         out(f"\n{args.dataset}: {r['shape'][0]} rows, {r['shape'][1]} features selected "
-            f"(k = {k}) under {args.security}")
+            f"(k = {k}, {args.score}) under {args.security}")
         out(f"D' equals the plaintext selection: {'yes' if r['equal'] else 'NO'}")
         out(f"share {r['times']['share']:.2f} s, select {r['times']['select']:.2f} s (protocol "
             f"{lead.get('seconds', 0):.2f} s, {lead.get('rounds', 0)} rounds), fetch "

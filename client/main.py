@@ -25,6 +25,7 @@ from client import offline
 from client.offline import print_result, release
 from mpcnet import config
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
+from mpcnet.featsel.scores import DEFAULT_SCORE, SCORES
 from mpcnet.net.tls import run
 
 
@@ -70,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("files", type=Path, nargs="+", help="the owners' CSV files, in the order "
                    "they were shared")
     s.add_argument("--k", required=True, type=int, help="how many features to keep")
+    _score_option(s)
     _encoding_options(s)
     s.add_argument("--schema", type=Path, metavar="TOML",
                    help="the dataset's declared schema (default: none)")
@@ -82,8 +84,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("select", help="select the k best features of a dataset")
     s.add_argument("--dataset", required=True, help="the dataset to select from")
     s.add_argument("--k", required=True, type=int, help="how many features to keep")
-    s.add_argument("--score", default="ms-gini", choices=("ms-gini",),
-                   help="how features are scored (default: ms-gini)")
+    _score_option(s)
     s.add_argument("--security", help="passive3 | active3 | active4 (default: passive3 with "
                    "3 servers, active4 with 4)")
     s.add_argument("--result", required=True, help="name under which D' is stored")
@@ -139,6 +140,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true",
                    help="replace an existing --out file or shares (default: refuse)")
     return p
+
+
+def _score_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--score", default=DEFAULT_SCORE, choices=tuple(SCORES),
+                   help="how features are scored: ms-gini (the paper's mean-split Gini), chi2 "
+                        "or mi (chi-square or mutual information of the same mean split); "
+                        "default: ms-gini")
 
 
 def _release_option(s: argparse.ArgumentParser, what: str) -> None:
@@ -289,7 +297,8 @@ async def _run(args: argparse.Namespace) -> int:
                                   valid_for=args.valid_for,
                                   progress=None if args.json else _Progress())
             print_result(args, job, f"job {job['id']} done: result {job['result']!r} stored "
-                   f"({args.k} features of {job['dataset']!r}, {job['security']})\n"
+                   f"({args.k} features of {job['dataset']!r} by {job['score']}, "
+                   f"{job['security']})\n"
                    + figures_text(job.get("figures")))
             return 0
         if args.cmd == "train":

@@ -54,9 +54,10 @@ def run(args: argparse.Namespace) -> int:
     got = expected_selection(args.files, args.k, label=args.label,
                              layout=args.layout or "rows", options=options,
                              drop=tuple(args.drop),
-                             declared=read_declared(args.schema) if args.schema else None)
+                             declared=read_declared(args.schema) if args.schema else None,
+                             score=args.score)
     rows = got.reduced.encoded.shape[0]
-    text = f"selected ({args.k} of MS-GINI, best first): {', '.join(got.columns)}"
+    text = f"selected ({args.k} by {args.score}, best first): {', '.join(got.columns)}"
     if args.out is not None:
         write_csv(args.out, got.released(release(args)), overwrite=args.force)
         text += f"\nwrote {rows} x {args.k} reduced dataset to {args.out}"

@@ -3,7 +3,7 @@
 An owner or analyst runs ``mpc-client plaintext a.csv b.csv --label y --k 10`` with the same
 encoding options as ``share``: the files are encoded exactly as a sequence of contributions
 would be (``client.encoding``: the first one fixes the scales and the lists, later ones extend
-them; or the declared schema), then scored and ranked by ``mpcnet.plain`` (MS-GINI, ties by
+them; or the declared schema), then scored and ranked by ``mpcnet.plain`` (the chosen score, ties by
 index). The CSV it writes is in ``fetch --out``'s format, so the two can be compared with diff.
 """
 
@@ -20,6 +20,7 @@ from client.encoding import Encoded, encode_contribution
 from client.results import Reduced
 from mpcnet.dataset import EncodingOptions, read_header
 from mpcnet.errors import InputError
+from mpcnet.featsel.scores import DEFAULT_SCORE
 from parties import catalog
 from parties.declared import Declared
 
@@ -44,10 +45,11 @@ class Expected:
 
 def expected_selection(files: Sequence[str | Path], k: int, *, label: str | None,
                        layout: str = "rows", options: EncodingOptions | None = None,
-                       drop: tuple[str, ...] = (), declared: Declared | None = None
-                       ) -> Expected:
-    """Encode ``files`` as contributions one after the other, then select k features."""
-    from mpcnet.plain import msgini_fraction, reduce, topk_fraction
+                       drop: tuple[str, ...] = (), declared: Declared | None = None,
+                       score: str = DEFAULT_SCORE) -> Expected:
+    """Encode ``files`` as contributions one after the other, then select k features by
+    ``score``."""
+    from mpcnet.plain import reduce, score_fraction, topk_fraction
 
     if not files:
         raise InputError("give at least one CSV file")
@@ -70,12 +72,12 @@ def expected_selection(files: Sequence[str | Path], k: int, *, label: str | None
         view = manifest | {"owners": [e["owner"] for e in entries]}
     assert view is not None
     schema = view["schema"]
-    catalog.ready_for_selection(manifest, k, "passive3")
+    catalog.ready_for_selection(manifest, k, "passive3", score)
     x = _joined(parts, layout)
     codes = next(p.codes for p in parts if p.codes is not None) if layout == "columns" else \
         np.concatenate([p.codes for p in parts if p.codes is not None])
     classes = list(schema["classes"])
-    q, d = msgini_fraction(x, codes, len(classes))
+    q, d = score_fraction(score, x, codes, len(classes))
     idx = topk_fraction(q, d, k)
     exps = np.asarray(schema["exponents"], dtype=np.int64)
     return Expected([schema["columns"][i] for i in idx], Reduced(reduce(x, idx), exps[idx]),

@@ -31,6 +31,7 @@ from typing import Any
 
 from mpcnet.config import NAME_RE
 from mpcnet.errors import ConfigError, InputError
+from mpcnet.featsel.scores import DEFAULT_SCORE, score
 from mpcnet.fixedpoint import EXPONENT_RANGE, MAX_ROWS, VALUE_BITS
 from mpcnet.schemes import registry
 from parties.declared import Declared
@@ -363,9 +364,11 @@ def ready_for_training(result: Manifest, security: str, model_owner: str) -> Non
                          "(share the files again with this client)")
 
 
-def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
+def ready_for_selection(manifest: Manifest, k: int, security: str,
+                        score_name: str = DEFAULT_SCORE) -> None:
     """Refuse a selection the dataset cannot support (no label yet, k out of range, a
-    passive setting when an owner asked for active security)."""
+    passive setting when an owner asked for active security, more rows than the score can
+    rank exactly)."""
     ds = manifest["name"]
     required = required_security(manifest)
     if required is not None and not registry.get(security).active:
@@ -388,6 +391,10 @@ def ready_for_selection(manifest: Manifest, k: int, security: str) -> None:
     p = len(manifest["schema"]["columns"])
     if not 0 < k < p:
         raise _fail(ds, f"k must be between 1 and {p - 1} (it has {p} features), got {k}")
+    try:
+        score(score_name).check_rows(m, len(manifest["schema"]["classes"]))
+    except InputError as e:
+        raise _fail(ds, str(e)) from None
 
 
 def summary(manifest: Manifest) -> dict[str, Any]:

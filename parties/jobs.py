@@ -29,6 +29,7 @@ from cryptography import x509
 
 from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError
+from mpcnet.featsel import scores as featsel_scores
 from mpcnet.jobrequest import TRAIN_SCORE, JobRequest, SignedRequest
 from mpcnet.plain.logreg import Training
 from mpcnet.schemes.registry import sharing_of
@@ -36,7 +37,7 @@ from mpcnet.train.logreg import check_training
 from parties import catalog
 from parties.storage import Storage
 
-SCORES = ("ms-gini",)
+SCORES = tuple(featsel_scores.SCORES)
 KINDS = ("select", "train")
 JOB_ID_RE = re.compile(r"[0-9a-f]{12}")  # what ``submit`` makes (uuid4 hex)
 DIGEST_RE = re.compile(r"[0-9a-f]{64}")  # ``catalog.digest``: all of SHA-256
@@ -256,7 +257,7 @@ class JobBook:
             raise InputError(f"dataset {job.dataset!r} was shared for {manifest['sharing']}; "
                              f"{job.security} needs a dataset shared for {sharing} (share it "
                              f"again with --security {job.security})")
-        catalog.ready_for_selection(manifest, job.k, job.security)
+        catalog.ready_for_selection(manifest, job.k, job.security, job.score)
         return manifest
 
     def _training_source(self, job: Job) -> dict[str, Any]:

@@ -163,14 +163,15 @@ class JobRunner:
         if catalog.digest(manifest) != job.digest:
             raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
                              "(a contribution was committed meanwhile); run it again")
-        catalog.ready_for_selection(manifest, job.k, job.security)
+        catalog.ready_for_selection(manifest, job.k, job.security, job.score)
         data, labels = self.runtime.inputs(stored, labels)
         if labels is None:
             raise InputError(f"dataset {job.dataset!r} has no label")
         schema = manifest["schema"]
         scheme, budget = await self._setup(job, engine)
         res = await select_stored(scheme, data, labels, len(schema["classes"]), job.k,
-                                  np.asarray(schema["exponents"], dtype=np.int64), budget)
+                                  np.asarray(schema["exponents"], dtype=np.int64), budget,
+                                  score_name=job.score)
         del data, labels
         release = catalog.release_of(manifest)
         # the label's one-hot shares stay on the servers, for training (never fetched)

@@ -349,6 +349,29 @@ def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict
     assert np.array_equal(_reduced(target)[1], _plaintext(files["whole"], 4))
 
 
+@pytest.mark.parametrize("security", ["passive3", "active3"])
+@pytest.mark.parametrize("score", ["chi2", "mi"])
+def test_every_score_selects_what_the_plaintext_command_predicts(
+        cluster: LocalCluster, files: dict[str, Path], tmp_path: Path, score: str,
+        security: str) -> None:
+    """``select --score`` on real servers: the job record names the score, and the fetched D'
+    is the one ``plaintext --score`` computes from the same file."""
+    dataset = f"sc-{score}-{security}"
+    ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", dataset,
+                      "--label", "label"))
+    out = ok(cluster.client("analyst", "select", "--dataset", dataset, "--k", "4", "--result",
+                            dataset, "--score", score, "--security", security))
+    assert f"by {score}, {security}" in out
+    jobs = json.loads(ok(cluster.client("analyst", "--json", "jobs")))
+    assert all(any(j["result"] == dataset and j["score"] == score for j in server_jobs)
+               for server_jobs in jobs.values())
+    ok(cluster.client("analyst", "fetch", "--result", dataset, "--out",
+                      str(tmp_path / "got.csv")))
+    ok(cluster.client("analyst", "plaintext", str(files["whole"]), "--k", "4", "--label",
+                      "label", "--score", score, "--out", str(tmp_path / "want.csv")))
+    assert (tmp_path / "got.csv").read_text() == (tmp_path / "want.csv").read_text()
+
+
 def test_an_owner_who_shares_for_active3_rules_out_passive_jobs(
         cluster: LocalCluster, files: dict[str, Path]) -> None:
     ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "guard",
@@ -651,5 +674,14 @@ def test_four_servers_active4(tmp_path: Path, files: dict[str, Path]) -> None:
         assert "active4" in out
         ok(four.client("analyst", "fetch", "--result", "r", "--out", str(tmp_path / "r.csv")))
         assert np.array_equal(_reduced(tmp_path / "r.csv")[1], _plaintext(files["whole"], 4))
+        for score in ("chi2", "mi"):
+            ok(four.client("analyst", "select", "--dataset", "w", "--k", "4", "--result",
+                           score, "--score", score))
+            ok(four.client("analyst", "fetch", "--result", score, "--out",
+                           str(tmp_path / f"{score}.csv")))
+            ok(four.client("analyst", "plaintext", str(files["whole"]), "--k", "4", "--label",
+                           "label", "--score", score, "--out", str(tmp_path / f"{score}-p.csv")))
+            assert (tmp_path / f"{score}.csv").read_text() == \
+                (tmp_path / f"{score}-p.csv").read_text()
         model = _trained_model(four, tmp_path, "r", "m", "active4")
         assert model["columns"] == ["f1", "f2", "f3", "f4"] and len(model["scale"]) == 4

@@ -1,4 +1,4 @@
-"""Tests of mpcnet.plain: exact MS-GINI, the other scores, and the top-k selection."""
+"""Tests of mpcnet.plain: exact MS-GINI, chi2 and MI, the other scores, and the top-k selection."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from mpcnet.plain import (
     topk_fraction,
     topk_scores,
 )
+from mpcnet.plain.log2 import LOG_ERROR, LOG_FRACTION_BITS
+from mpcnet.plain.scores import chi2_fraction, chi2_scores, mi_fraction, mi_offset, mi_scores
 
 EXPECTED = Path(__file__).resolve().parent.parent / "data" / "expected_msgini.json"
 
@@ -170,6 +172,50 @@ def test_mutual_information() -> None:
     assert mi[1] == 0.0
     # column 2: 10 bins of 2 rows, one of each class: independent of the label
     assert mi[2] == pytest.approx(0.0, abs=1e-12)
+
+
+def _mean_split_table(X: np.ndarray, y: np.ndarray, n: int) -> np.ndarray:
+    """p x 2 x n counts of (x above its mean, class), straight from the definition."""
+    above = X * X.shape[0] > X.sum(axis=0)  # theta < x, exactly
+    return np.stack([[[np.sum((above[:, j] == side) & (y == c)) for c in range(n)]
+                      for side in (False, True)] for j in range(X.shape[1])]).astype(float)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_chi2_is_the_chi_square_statistic_of_the_mean_split(n: int) -> None:
+    rng = np.random.default_rng(n)
+    y = rng.integers(0, n, 120)
+    y[y == n - 1] = 0 if n == 4 else y[y == n - 1]  # with 4 classes, one never occurs
+    X = rng.integers(-9, 9, (120, 8)) + y[:, None] * rng.integers(0, 4, 8)
+    X[:, 0] = 3  # constant: one side empty, chi2 = 0
+    table = _mean_split_table(X, y, n)
+    expected = table.sum(axis=2, keepdims=True) * table.sum(axis=1, keepdims=True) / 120
+    textbook = np.where(expected > 0, (table - expected) ** 2 / np.where(expected > 0,
+                                                                      expected, 1), 0)
+    np.testing.assert_allclose(chi2_scores(X, y, n), textbook.sum(axis=(1, 2)), atol=1e-9)
+    assert chi2_scores(X, y, n)[0] == 0
+    # the fraction ranks as the statistic does (ties by index)
+    q, d = chi2_fraction(X, y, n)
+    assert topk_fraction(q, d, 7) == topk_scores(np.round(chi2_scores(X, y, n), 9), 7, True)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_mi_fraction_is_the_mutual_information_within_its_bound(n: int) -> None:
+    rng = np.random.default_rng(10 + n)
+    m = 500
+    y = rng.integers(0, n, m)
+    X = rng.integers(-50, 50, (m, 10)) + y[:, None] * rng.integers(0, 20, 10)
+    table = _mean_split_table(X, y, n) / m
+    side, cls = table.sum(axis=2, keepdims=True), table.sum(axis=1, keepdims=True)
+    ratio = np.divide(table, side * cls, out=np.ones_like(table), where=table > 0)
+    exact = (table * np.log2(ratio)).sum(axis=(1, 2))
+    np.testing.assert_allclose(mi_scores(X, y, n), exact, atol=1e-12)
+    q, d = mi_fraction(X, y, n)
+    assert d == [1] * 10
+    sizes = np.bincount(y, minlength=n) / m
+    entropy = -(sizes * np.log2(sizes)).sum()
+    fixed = (np.array(q) - mi_offset(m)) / (m * 2.0**LOG_FRACTION_BITS) + entropy
+    assert np.abs(fixed - exact).max() <= 2 * LOG_ERROR  # |F error| <= 2 m LOG_ERROR
 
 
 # ---- selection ------------------------------------------------------------------------------

@@ -19,14 +19,8 @@ from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
 from mpcnet.featsel.labels import check_one_hot, one_hot_products
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, Layout, layout
-from mpcnet.featsel.msgini import (
-    check_rows,
-    class_counts,
-    fractions_of_counts,
-    join,
-    limb_plan,
-    msgini_fraction,
-)
+from mpcnet.featsel.msgini import class_counts, join
+from mpcnet.featsel.scores import DEFAULT_SCORE, Score, score
 from mpcnet.featsel.source import Blocks, Held, ShareSource, Streamed
 from mpcnet.ops import planner
 from mpcnet.ops.fraction import Fractions, LimbPlan
@@ -57,17 +51,20 @@ def label_codes(s: Scheme, labels: Shared) -> Shared:
 
 async def gini_fs(s: Scheme, data: Shared, labels: Shared, n_classes: int, k: int,
                   exponents: np.ndarray, memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                  method: str | None = None) -> SelectionResult:
-    """Select the k features of the input ``data`` with the best MS-GINI scores (Protocol 3),
-    scoring as many columns at once as ``memory_budget`` bytes allow; ``method`` forces the
-    top-k method."""
-    return await _select(s, Held(data), labels, n_classes, k, exponents, memory_budget, method)
+                  method: str | None = None, score_name: str = DEFAULT_SCORE
+                  ) -> SelectionResult:
+    """Select the k features of the input ``data`` with the best scores (Protocol 3; MS-GINI
+    unless ``score_name`` names another of ``mpcnet.featsel.scores``), scoring as many columns
+    at once as ``memory_budget`` bytes allow; ``method`` forces the top-k method."""
+    return await _select(s, Held(data), labels, n_classes, k, exponents, memory_budget, method,
+                         score(score_name))
 
 
 async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_classes: int,
                         k: int, exponents: np.ndarray,
                         memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                        method: str | None = None) -> SelectionResult:
+                        method: str | None = None, score_name: str = DEFAULT_SCORE
+                        ) -> SelectionResult:
     """``gini_fs`` on this party's shares as read from ``data`` (and its label shares), input
     here: at once when they fit ``memory_budget``, else a block at a time
     (``mpcnet.featsel.layout``), so a server's memory stays within the budget whatever m and
@@ -77,28 +74,29 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     if cut.columns >= p:
         whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels)
         return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
-                             method)
+                             method, score_name)
     (label_shares,) = await s.input(labels)
     return await _select(s, Streamed(data), label_shares, n_classes, k, exponents,
-                         memory_budget, method)
+                         memory_budget, method, score(score_name))
 
 
 async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: int,
-                  exponents: np.ndarray, memory_budget: int, method: str | None
-                  ) -> SelectionResult:
+                  exponents: np.ndarray, memory_budget: int, method: str | None,
+                  scoring: Score) -> SelectionResult:
     m, p = data.shape
     if labels.shape != (m, n_classes - 1):
         raise InputError(f"label matrix must be {m} x {n_classes - 1} (one-hot without the last "
                          f"class), got {labels.shape}")
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
-    check_rows(m)
+    scoring.check_rows(m, n_classes)
     cut = layout(s.name, m, p, n_classes, k, memory_budget)
-    topk = planner.choose(s.name, p, k, lambda ties: limb_plan(m, ties), cut.usable, method)
+    topk = planner.choose(s.name, p, k, lambda ties: scoring.limb_plan(m, n_classes, ties),
+                          cut.usable, method)
     with s.engine.phase("scoring"):
         one_hot = await one_hot_products(s, labels)
         parts = [await _score(s, data, labels, slice(start, min(p, start + cut.columns)),
-                              cut, topk.limbs)
+                              cut, topk.limbs, scoring)
                  for start in range(0, p, cut.columns)]
     with s.engine.phase("selection"):
         fractions = join(parts)
@@ -125,7 +123,7 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
 
 
 async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
-                 plan: LimbPlan) -> Fractions:
+                 plan: LimbPlan, scoring: Score) -> Fractions:
     """The fractions of one block of columns: in one go, or tile by tile of rows when a column
     does not fit (the column sums first, then each tile's class counts). A job in more than
     one block frees the records of each block's (tile's) checks before the next
@@ -133,8 +131,10 @@ async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: L
     m = data.shape[0]
     several = cut.columns < data.shape[1] or cut.tile_rows < m
     if cut.tile_rows >= m:
-        fractions = await msgini_fraction(s, await data.block(s, slice(None), columns), labels,
-                                          plan)
+        block = await data.block(s, slice(None), columns)
+        counts = await class_counts(s, block, labels, s.sum(block, 0), m)
+        del block
+        fractions = await scoring.of_counts(s, *counts, s.sum(labels, 0), m, plan)
         if several:
             await s.checkpoint()
         return fractions
@@ -153,4 +153,4 @@ async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: L
         above = tile_above if above is None else s.add(above, tile_above)
         await s.checkpoint()
     assert b is not None and above is not None
-    return await fractions_of_counts(s, b, above, s.sum(labels, 0), m, plan)
+    return await scoring.of_counts(s, b, above, s.sum(labels, 0), m, plan)

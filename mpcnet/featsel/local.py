@@ -15,6 +15,7 @@ import numpy as np
 
 from mpcnet.featsel.gini_fs import select_stored
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET
+from mpcnet.featsel.scores import DEFAULT_SCORE
 from mpcnet.featsel.source import ArraySource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
@@ -35,9 +36,10 @@ class LocalSelection:
 def select_in_process(security: str, values: np.ndarray, label_matrix: np.ndarray,
                       n_classes: int, k: int, exponents: np.ndarray,
                       round_timeout: float | None = 60.0, method: str | None = None,
-                      memory_budget: int = DEFAULT_MEMORY_BUDGET) -> LocalSelection:
+                      memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                      score: str = DEFAULT_SCORE) -> LocalSelection:
     """Run pi_GINI-FS on the encoded m x p ``values`` under ``security``, all parties here
-    (``method`` and ``memory_budget`` as for ``gini_fs``)."""
+    (``method``, ``memory_budget`` and the score as for ``gini_fs``)."""
     info = registry.get(security)
     data = info.share(np.ascontiguousarray(values).view(np.uint64))
     labels = info.share(np.asarray(label_matrix, dtype=np.uint64))
@@ -46,7 +48,7 @@ def select_in_process(security: str, values: np.ndarray, label_matrix: np.ndarra
                                                   dict[str, Any]]:
         s = await info.scheme.setup(engine)
         result = await select_stored(s, ArraySource(data[engine.party]), labels[engine.party],
-                                     n_classes, k, exponents, memory_budget, method)
+                                     n_classes, k, exponents, memory_budget, method, score)
         return (await s.output(result.reduced), await s.output(result.exponents),
                 engine.report(), result.plan)
 

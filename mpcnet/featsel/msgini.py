@@ -36,12 +36,24 @@ def limb_plan(m: int, tie_range: int) -> LimbPlan | None:
     A.A and B.B (< 2^bits(m^2)) and D split into digits and Q_u = b' (A.A)_u + a (B.B)_u
     < (m + 1)(2^w - 1); None beyond what Z_2^64 can compare."""
     q_bound, d_bound = bounds(m)
+    return square_plan(m, tie_range, q_bound, d_bound, m * m)
+
+
+def square_plan(m: int, tie_range: int, q_bound: int, d_bound: int, square_bound: int
+                ) -> LimbPlan | None:
+    """The limb plan of fractions Q/D = (b' X + a Y) / (a b') of m rows with Q < q_bound,
+    D < d_bound and X, Y < square_bound (MS-GINI: X = A.A; chi-square: weighted squares):
+    whole if the cross products fit, else X, Y and D as the fewest levels of w-bit digits;
+    None if X does not fit a word or nothing fits."""
     direct = LimbPlan(1, 1, 64, q_bound, d_bound, tie_range)
     if direct.fits():
         return direct
+    if square_bound > 1 << 64:
+        return None
     best = None
     for w in _LIMB_WIDTHS:
-        plan = LimbPlan(-(-(m * m).bit_length() // w), -(-(d_bound - 1).bit_length() // w), w,
+        plan = LimbPlan(-(-(square_bound - 1).bit_length() // w),
+                        -(-(d_bound - 1).bit_length() // w), w,
                         (m + 1) * ((1 << w) - 1) + 1, 1 << w, tie_range)
         if plan.fits() and (best is None or plan.levels < best.levels):
             best = plan
@@ -67,16 +79,17 @@ def check_rows(m: int) -> None:
                          f"has {m:,}")
 
 
-async def _fractions(s: Scheme, x: Shared, y: Shared, a: Shared, b_nonzero: Shared,
-                     plan: LimbPlan, m: int) -> Fractions:
-    """Q = b' (A.A) + a (B.B) and D = a b' as ``plan`` lays them out (whole or limbs)."""
+async def square_fractions(s: Scheme, x: Shared, y: Shared, a: Shared, b_nonzero: Shared,
+                           plan: LimbPlan, square_bits: int) -> Fractions:
+    """Q = b' X + a Y and D = a b' as ``plan`` lays them out (whole or limbs), for X, Y below
+    2^square_bits."""
     p = a.shape[0]
     q_and_d = await s.mul(concat([b_nonzero, a, a]), concat([x, y, b_nonzero]))
     ba, ab, d = split(q_and_d, [(p,), (p,), (p,)])
     if plan.levels == 1:
         return whole(s.add(ba, ab), d, plan.num_bound, plan.den_bound, plan.tie_range)
     lq, ld = plan.num_limbs, plan.den_limbs
-    split_all = await digits(s, concat([x, y, d]), (m * m).bit_length(), plan.limb_bits)
+    split_all = await digits(s, concat([x, y, d]), square_bits, plan.limb_bits)
     x_limbs, y_limbs, d_limbs = (split_all[:, i * p:(i + 1) * p] for i in range(3))
     weights = concat([b_nonzero.reshape(1, p).broadcast_to((lq, p)),
                       a.reshape(1, p).broadcast_to((lq, p))])
@@ -91,15 +104,6 @@ def join(parts: list[Fractions]) -> Fractions:
                      join_shared([f.den for f in parts], 1), parts[0].plan)
 
 
-async def msgini_fraction(s: Scheme, data: Shared, labels: Shared, plan: LimbPlan
-                          ) -> Fractions:
-    """Shares of the MS-GINI fractions Q/D of every feature of the m x p ``data`` (m x (n-1)
-    one-hot ``labels``), laid out by ``plan``."""
-    m, _ = data.shape
-    b, above = await class_counts(s, data, labels, s.sum(data, 0), m)
-    return await fractions_of_counts(s, b, above, s.sum(labels, 0), m, plan)
-
-
 async def class_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared, m: int
                        ) -> tuple[Shared, Shared]:
     """b and B (p x (n-1)) over the rows of ``data`` (some rows of the m, with their rows of
@@ -112,21 +116,28 @@ async def class_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Sha
     return s.sum(flags, 0), await s.matmul(flags.T, labels)
 
 
-async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int,
-                              plan: LimbPlan) -> Fractions:
-    """Lines 12-16 of Protocol 2 from the counts b and B of p features and the class sizes."""
-    check_rows(m)
+def split_table(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int
+                ) -> tuple[Shared, Shared, Shared]:
+    """Lines 12-14 of Protocol 2 (local): a, and the n x p class counts of the '<=' and '>'
+    sides (the last class and the '<=' side by subtraction)."""
     p = b.shape[0]
     counts_all = label_counts.reshape(1, -1).broadcast_to(above.shape)
-    # Lines 12-14: the last class and the '<=' side by subtraction.
     a = s.add_public(s.neg(b), m)
     below = s.sub(counts_all, above)
     above_all = concat([above.T, s.sub(b, s.sum(above, 1)).reshape(1, p)]).reshape(-1, p)
     below_all = concat([below.T, s.sub(a, s.sum(below, 1)).reshape(1, p)]).reshape(-1, p)
+    return a, below_all, above_all
+
+
+async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int,
+                              plan: LimbPlan) -> Fractions:
+    """Lines 12-16 of Protocol 2 from the counts b and B of p features and the class sizes."""
+    check_rows(m)
+    a, below_all, above_all = split_table(s, b, above, label_counts, m)
     # Lines 15-16: A.A and B.B per feature, then b + [b == 0] with [b == 0] = [b - 1 < 0].
     counts = concat([below_all, above_all])
     squares = await s.mul(counts, counts)
     sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
     a_dot, b_dot = s.sum(sq_below, 0), s.sum(sq_above, 0)
     b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
-    return await _fractions(s, a_dot, b_dot, a, b_nonzero, plan, m)
+    return await square_fractions(s, a_dot, b_dot, a, b_nonzero, plan, (m * m).bit_length())

@@ -17,6 +17,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from mpcnet.plain.log2 import LOG_FRACTION_BITS, LOG_WIDTH, t_log2_t
+
 
 def _check(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
     """Validate shapes and class codes; return codes as int64."""
@@ -40,29 +42,118 @@ def _split_flags(X: np.ndarray) -> np.ndarray:
     return np.asarray(m * big > big.sum(axis=0), dtype=bool)
 
 
-def msgini_fraction(
-    X: np.ndarray, codes: np.ndarray, n_classes: int
-) -> tuple[list[int], list[int]]:
-    """Exact MS-GINI of every column of the integer matrix X as (Q, D): G = m - Q/D."""
+def mean_split_counts(X: np.ndarray, codes: np.ndarray, n_classes: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The exact counts of the mean split of every column of the integer matrix X (Protocol 2,
+    lines 5-12): a and b (p: rows at or below / above the mean) and A and B (p x n: the same per
+    class), int64."""
     X = np.asarray(X)
     if not np.issubdtype(X.dtype, np.integer):
-        raise ValueError(f"MS-GINI reference needs fixed-point integers, got {X.dtype}")
+        raise ValueError(f"mean-split scores need fixed-point integers, got {X.dtype}")
     c = _check(X, codes, n_classes)
-    m = X.shape[0]
     flags = _split_flags(X).astype(np.int64)
     onehot = (c[:, None] == np.arange(n_classes)[None, :]).astype(np.int64)
     B = flags.T @ onehot  # p x n: |S_>theta and L_c|  (Protocol 2, lines 7-8)
     A = onehot.sum(axis=0)[None, :] - B  # |S_<=theta and L_c|  (line 9)
     b = flags.sum(axis=0)  # line 5
-    a = m - b  # line 12
-    AA = (A * A).sum(axis=1)
-    BB = (B * B).sum(axis=1)
+    return X.shape[0] - b, b, A, B  # line 12
+
+
+def msgini_fraction(
+    X: np.ndarray, codes: np.ndarray, n_classes: int
+) -> tuple[list[int], list[int]]:
+    """Exact MS-GINI of every column of the integer matrix X as (Q, D): G = m - Q/D."""
+    a, b, A, B = mean_split_counts(X, codes, n_classes)
+    return _weighted_fraction(a, b, A, B, [1] * n_classes)
+
+
+def _weighted_fraction(a: np.ndarray, b: np.ndarray, A: np.ndarray, B: np.ndarray,
+                       weights: list[int]) -> tuple[list[int], list[int]]:
+    """Q = b1 sum_c w_c A_c^2 + a sum_c w_c B_c^2 and D = a b1 per column, b1 = max(b, 1), in
+    Python integers (MS-GINI: w = 1; chi-square: w_c = prod of the other classes' sizes)."""
     Q, D = [], []
-    for j in range(X.shape[1]):
+    for j in range(a.size):
         b1 = max(int(b[j]), 1)
-        Q.append(b1 * int(AA[j]) + int(a[j]) * int(BB[j]))
+        x = sum(w * int(v) ** 2 for w, v in zip(weights, A[j], strict=True))
+        y = sum(w * int(v) ** 2 for w, v in zip(weights, B[j], strict=True))
+        Q.append(b1 * x + int(a[j]) * y)
         D.append(int(a[j]) * b1)
     return Q, D
+
+
+def chi2_fraction(
+    X: np.ndarray, codes: np.ndarray, n_classes: int
+) -> tuple[list[int], list[int]]:
+    """The chi-square statistic of every column split at its mean against the class, as the
+    exact fraction Q/D of a strictly increasing function of it (higher is better).
+
+    For the 2 x n table of the split (rows a, b; class sizes n_c; cells A_c, B_c),
+    chi2 = m (sum_c A_c^2 / (a n_c) + sum_c B_c^2 / (b n_c) - 1). Times P = prod_c n_c, which is
+    the same for every column: Q/D = (b sum_c w_c A_c^2 + a sum_c w_c B_c^2) / (a b) with
+    w_c = P / n_c, so chi2 = m (Q / (D P) - 1). An empty side (b = 0) and an absent class
+    (n_c = 0, then A_c = B_c = 0) contribute nothing: b and n_c are replaced by 1 there.
+    """
+    a, b, A, B = mean_split_counts(X, codes, n_classes)
+    sizes = [max(int(v), 1) for v in (A + B)[0]] if a.size else [1] * n_classes
+    weights = [int(np.prod([sizes[o] for o in range(n_classes) if o != c], dtype=object))
+               for c in range(n_classes)]
+    return _weighted_fraction(a, b, A, B, weights)
+
+
+def chi2_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """The chi-square statistic of the mean split of every column (float64, for display)."""
+    Q, D = chi2_fraction(X, codes, n_classes)
+    sizes = [max(int(v), 1) for v in np.bincount(np.asarray(codes), minlength=n_classes)]
+    m, total = np.asarray(X).shape[0], int(np.prod(sizes, dtype=object))
+    return np.array([float(m * (Fraction(q, d * total) - 1)) for q, d in zip(Q, D, strict=True)])
+
+
+def mi_fraction(
+    X: np.ndarray, codes: np.ndarray, n_classes: int
+) -> tuple[list[int], list[int]]:
+    """The mutual information of every column split at its mean with the class, as the servers
+    compute it: Q = F + ``mi_offset(m)`` over D = 1 (higher is better), with
+    F = sum_{cells} t log2 t - sum_{sides} t log2 t in the fixed point of ``mpcnet.plain.log2``.
+
+    MI = H(class) + F / (m 2^23) up to the logarithm's error: at most 2 m LOG_ERROR 2^23 in F
+    (the cells and the sides each count m rows), so two columns whose true MI differ by more
+    than 4 LOG_ERROR bits are ranked as their true MI; equal tables give equal F.
+    """
+    a, b, A, B = mean_split_counts(X, codes, n_classes)
+    cells = t_log2_t(A).sum(axis=1) + t_log2_t(B).sum(axis=1)
+    sides = t_log2_t(a) + t_log2_t(b)
+    offset = mi_offset(np.asarray(X).shape[0])
+    return [int(v) + offset for v in cells - sides], [1] * a.size
+
+
+def mi_offset(m: int) -> int:
+    """The public offset that makes Q = F + offset positive: the cells' terms are nonnegative
+    and each side's is below (LOG_WIDTH + LOG_ERROR) t 2^23, so -F < (LOG_WIDTH + 1) m 2^23."""
+    return (LOG_WIDTH + 1) * m << LOG_FRACTION_BITS
+
+
+def mi_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """The exact mutual information (bits, float64) of the mean split of every column with the
+    class."""
+    a, b, A, B = mean_split_counts(X, codes, n_classes)
+    m = np.asarray(X).shape[0]
+    joint = np.stack([A, B], axis=1) / m  # p x 2 x n
+    side = joint.sum(axis=2, keepdims=True)
+    cls = joint.sum(axis=1, keepdims=True)
+    ratio = np.divide(joint, side * cls, out=np.ones_like(joint), where=joint > 0)
+    return (joint * np.log2(ratio)).sum(axis=(1, 2))
+
+
+SCORE_FRACTIONS = {"ms-gini": msgini_fraction, "chi2": chi2_fraction, "mi": mi_fraction}
+"""The private scores' exact references: name -> (X, codes, n) -> (Q, D), higher Q/D better."""
+
+
+def score_fraction(score: str, X: np.ndarray, codes: np.ndarray, n_classes: int
+                   ) -> tuple[list[int], list[int]]:
+    """The exact reference fractions of the private score ``score`` (``SCORE_FRACTIONS``)."""
+    if score not in SCORE_FRACTIONS:
+        raise ValueError(f"unknown score {score!r}; known: {', '.join(SCORE_FRACTIONS)}")
+    return SCORE_FRACTIONS[score](X, codes, n_classes)
 
 
 def msgini_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:

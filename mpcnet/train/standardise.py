@@ -50,8 +50,9 @@ import numpy as np
 
 from mpcnet.errors import RangeError
 from mpcnet.fixedpoint import MAX_ROWS, VALUE_BITS
+from mpcnet.ops.bitlength import length_and_power, or_
 from mpcnet.ops.compare import ltz
-from mpcnet.ops.convert import a2b, bits_of, local_map
+from mpcnet.ops.convert import a2b, local_map
 from mpcnet.ops.truncate import trunc
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
@@ -84,17 +85,6 @@ class Standardised:
     constant: Shared   # k: 0/1, [the column is constant]
 
 
-def _reverse_bits(words: np.ndarray) -> np.ndarray:
-    """Every uint64's bits in reverse order (bit i to bit 63 - i); linear over XOR."""
-    as_bytes = np.ascontiguousarray(words).view(np.uint8).reshape(words.shape + (8,))
-    flipped = np.unpackbits(as_bytes, axis=-1, bitorder="little")[..., ::-1]
-    return np.packbits(flipped, axis=-1, bitorder="little").view(np.uint64).reshape(words.shape)
-
-
-async def _or(s: Scheme, x: Shared, y: Shared) -> Shared:
-    return s.xor(s.xor(x, y), await s.and_(x, y))
-
-
 async def _spread_or(s: Scheme, z: Shared) -> Shared:
     """Per column of z (rows x k), the binary OR over the rows of |z| - [z < 0]."""
     words = await a2b(s, z)
@@ -103,7 +93,7 @@ async def _spread_or(s: Scheme, z: Shared) -> Shared:
         if spread.shape[0] % 2:
             zero = local_map(spread[:1], np.zeros_like)
             spread = concat([spread, zero]).reshape((spread.shape[0] + 1,) + spread.shape[1:])
-        spread = await _or(s, spread[0::2], spread[1::2])
+        spread = await or_(s, spread[0::2], spread[1::2])
     return spread.reshape(z.shape[1])
 
 
@@ -113,19 +103,10 @@ async def normaliser(s: Scheme, z: Shared, tiles: list[slice]) -> tuple[Shared, 
     prefix = None
     for rows in tiles:
         part = await _spread_or(s, z[rows])
-        prefix = part if prefix is None else await _or(s, prefix, part)
+        prefix = part if prefix is None else await or_(s, prefix, part)
         await _after_tile(s, tiles)
     assert prefix is not None
-    for width in (1, 2, 4, 8, 16, 32):
-        prefix = await _or(s, prefix, s.shift(prefix, -width))
-    leading = s.xor(prefix, s.shift(prefix, -1))
-    power = local_map(leading, lambda d: _reverse_bits(d) >> U64(64 - VALUE_BITS))
-    k = z.shape[1]
-    bits = await bits_of(s, concat([prefix, power]), range(VALUE_BITS + 1))  # (39, 2k)
-    length = s.sum(bits[:, :k], 0)
-    weights = (U64(1) << np.arange(VALUE_BITS + 1, dtype=U64))[:, None]
-    scale = s.sum(s.mul_public(bits[:, k:], np.broadcast_to(weights, (VALUE_BITS + 1, k))), 0)
-    return length, scale
+    return await length_and_power(s, prefix, VALUE_BITS)
 
 
 def _powers(s: Scheme, below: Shared, base: int) -> Shared:

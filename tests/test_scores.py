@@ -1,0 +1,105 @@
+"""The private scores of mpcnet.featsel.scores (chi2, mi beside ms-gini) against their exact
+plaintext references, under every scheme: same selection, same order, ties included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_featsel import _synthetic
+
+from mpcnet.dataset import read_bundled
+from mpcnet.encoded import EncodedDataset, encode_table
+from mpcnet.errors import InputError
+from mpcnet.featsel import chi2, mi
+from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, held_bytes
+from mpcnet.featsel.local import select_in_process
+from mpcnet.featsel.scores import SCORES, score
+from mpcnet.plain.scores import SCORE_FRACTIONS, score_fraction
+from mpcnet.plain.select import topk_fraction
+
+NEW_SCORES = ("chi2", "mi")
+
+
+def expected(ds: EncodedDataset, name: str, k: int) -> list[int]:
+    q, d = score_fraction(name, ds.values, ds.codes, ds.n_classes)
+    return topk_fraction(q, d, k)
+
+
+def test_every_private_score_has_its_reference() -> None:
+    assert set(SCORES) == set(SCORE_FRACTIONS) == {"ms-gini", "chi2", "mi"}
+    with pytest.raises(InputError, match="unknown score 'gini'; available: ms-gini, chi2, mi"):
+        score("gini")
+
+
+@pytest.mark.parametrize("name,k", [("lsvt", 10), ("cogload", 5)])
+@pytest.mark.parametrize("score_name", NEW_SCORES)
+def test_bundled_selection_equals_the_reference(scheme: str, name: str, k: int,
+                                                score_name: str) -> None:
+    ds = encode_table(read_bundled(name))
+    chosen = expected(ds, score_name, k)
+    run = select_in_process(scheme, ds.values, ds.label_matrix, ds.n_classes, k, ds.exponents,
+                            score=score_name)
+    np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
+    np.testing.assert_array_equal(run.exponents, ds.exponents[chosen])
+
+
+@pytest.mark.parametrize("score_name", NEW_SCORES)
+def test_speeddating_needs_limbs_and_still_equals_the_reference(score_name: str) -> None:
+    ds = encode_table(read_bundled("speeddating"))
+    chosen = expected(ds, score_name, 67)
+    run = select_in_process("passive3", ds.values, ds.label_matrix, ds.n_classes, 67,
+                            ds.exponents, score=score_name)
+    if score_name == "chi2":  # 8378 rows: cross products of 73 bits
+        assert run.plan["levels"] > 1
+    np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 5])
+@pytest.mark.parametrize("score_name", NEW_SCORES)
+def test_multiclass_constant_features_ties_and_an_absent_class(
+        scheme: str, n_classes: int, score_name: str) -> None:
+    """Constant and duplicate columns and extreme values (``_synthetic``); with 5 classes the
+    last never occurs (a class size of 0), which neither score may divide by."""
+    ds = _synthetic(90, 14, n_classes, seed=n_classes)
+    if n_classes == 5:
+        ds.codes[ds.codes == 4] = 3
+        ds = EncodedDataset(ds.columns, ds.values, ds.exponents, ds.classes, ds.codes)
+    chosen = expected(ds, score_name, 9)
+    for method in ("ranking", "network"):
+        run = select_in_process(scheme, ds.values, ds.label_matrix, n_classes, 9,
+                                ds.exponents, method=method, score=score_name)
+        np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
+
+
+@pytest.mark.parametrize("score_name", NEW_SCORES)
+def test_blocks_and_tiles_of_rows_give_the_same_selection(
+        scheme: str, score_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mpcnet.featsel import layout
+
+    monkeypatch.setattr(layout, "MIN_TILE_CELLS", 16)
+    ds = _synthetic(300, 6, 3, seed=33)
+    budget = held_bytes(scheme, 300, 3, 3) + 70 * SCORING_BYTES_PER_CELL[scheme]
+    run = select_in_process(scheme, ds.values, ds.label_matrix, 3, 3, ds.exponents,
+                            memory_budget=budget, score=score_name)
+    assert run.plan["tile_rows"] == 70 and run.plan["block_columns"] == 1
+    np.testing.assert_array_equal(run.reduced, ds.values[:, expected(ds, score_name, 3)])
+
+
+def test_chi2_refuses_rows_its_fractions_cannot_compare() -> None:
+    """The bound is where the limb plan ends (P m < 2^64), and a job beyond it is refused
+    before anything runs, naming it."""
+    for n in (2, 3, 4):
+        top = chi2.max_rows(n)
+        assert chi2.limb_plan(top, n, 1) is not None and chi2.limb_plan(top + 1, n, 1) is None
+        chi2.check_rows(top, n)
+        with pytest.raises(InputError, match=f"chi2 is exact for 2 to {top:,} rows with {n} "):
+            chi2.check_rows(top + 1, n)
+    assert chi2.max_rows(2) > 4_000_000 and chi2.max_rows(3) > 140_000
+
+
+def test_mi_compares_the_largest_jobs_exactly() -> None:
+    """The MI fraction fits whole for small jobs and in limbs for the largest row count with
+    the widest tie range a network can need."""
+    assert mi.limb_plan(8378, 2, 1).levels == 1
+    big = mi.limb_plan(2**24 - 1, 2, 2**20)
+    assert big is not None and big.fits() and big.levels > 1
