@@ -145,8 +145,9 @@ def parser() -> argparse.ArgumentParser:
 def _score_option(s: argparse.ArgumentParser) -> None:
     s.add_argument("--score", default=DEFAULT_SCORE, choices=tuple(SCORES),
                    help="how features are scored: ms-gini (the paper's mean-split Gini), chi2 "
-                        "or mi (chi-square or mutual information of the same mean split); "
-                        "default: ms-gini")
+                        "or mi (chi-square or mutual information of the same mean split), pcc "
+                        "(squared correlation; correlation ratio for 3+ classes); default: "
+                        "ms-gini")
 
 
 def _release_option(s: argparse.ArgumentParser, what: str) -> None:

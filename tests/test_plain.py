@@ -26,7 +26,15 @@ from mpcnet.plain import (
     topk_scores,
 )
 from mpcnet.plain.log2 import LOG_ERROR, LOG_FRACTION_BITS
-from mpcnet.plain.scores import chi2_fraction, chi2_scores, mi_fraction, mi_offset, mi_scores
+from mpcnet.plain.scores import (
+    chi2_fraction,
+    chi2_scores,
+    mi_fraction,
+    mi_offset,
+    mi_scores,
+    pcc_fraction,
+    pcc_scores,
+)
 
 EXPECTED = Path(__file__).resolve().parent.parent / "data" / "expected_msgini.json"
 
@@ -216,6 +224,25 @@ def test_mi_fraction_is_the_mutual_information_within_its_bound(n: int) -> None:
     entropy = -(sizes * np.log2(sizes)).sum()
     fixed = (np.array(q) - mi_offset(m)) / (m * 2.0**LOG_FRACTION_BITS) + entropy
     assert np.abs(fixed - exact).max() <= 2 * LOG_ERROR  # |F error| <= 2 m LOG_ERROR
+
+
+def test_pcc_is_the_correlation_for_two_classes_and_the_correlation_ratio_for_more() -> None:
+    rng = np.random.default_rng(21)
+    X = rng.integers(-(2**37), 2**37, (200, 6))
+    y = rng.integers(0, 3, 200)
+    X[:, 1] += y * 2**35
+    X[:, 2] = 9  # constant: score 0
+    binary = (y == 2).astype(int)
+    np.testing.assert_allclose(pcc_scores(X, binary, 2), pearson(X.astype(float), binary),
+                               atol=1e-12)
+    xf = X.astype(float)
+    total = ((xf - xf.mean(axis=0)) ** 2).sum(axis=0)
+    between = sum((y == c).sum() * (xf[y == c].mean(axis=0) - xf.mean(axis=0)) ** 2
+                  for c in range(3))
+    eta = np.sqrt(np.divide(between, total, out=np.zeros(6), where=total > 0))
+    np.testing.assert_allclose(pcc_scores(X, y, 3), eta, atol=1e-9)
+    renamed = (y + 1) % 3  # unlike a correlation with the class code, eta ignores the order
+    assert pcc_fraction(X, renamed, 3) == pcc_fraction(X, y, 3)
 
 
 # ---- selection ------------------------------------------------------------------------------

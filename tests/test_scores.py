@@ -17,7 +17,7 @@ from mpcnet.featsel.scores import SCORES, score
 from mpcnet.plain.scores import SCORE_FRACTIONS, score_fraction
 from mpcnet.plain.select import topk_fraction
 
-NEW_SCORES = ("chi2", "mi")
+NEW_SCORES = ("chi2", "mi", "pcc")
 
 
 def expected(ds: EncodedDataset, name: str, k: int) -> list[int]:
@@ -26,8 +26,8 @@ def expected(ds: EncodedDataset, name: str, k: int) -> list[int]:
 
 
 def test_every_private_score_has_its_reference() -> None:
-    assert set(SCORES) == set(SCORE_FRACTIONS) == {"ms-gini", "chi2", "mi"}
-    with pytest.raises(InputError, match="unknown score 'gini'; available: ms-gini, chi2, mi"):
+    assert set(SCORES) == set(SCORE_FRACTIONS) == {"ms-gini", "chi2", "mi", "pcc"}
+    with pytest.raises(InputError, match="unknown score 'gini'; available: ms-gini, chi2, mi, pcc"):
         score("gini")
 
 
@@ -49,7 +49,7 @@ def test_speeddating_needs_limbs_and_still_equals_the_reference(score_name: str)
     chosen = expected(ds, score_name, 67)
     run = select_in_process("passive3", ds.values, ds.label_matrix, ds.n_classes, 67,
                             ds.exponents, score=score_name)
-    if score_name == "chi2":  # 8378 rows: cross products of 73 bits
+    if score_name != "mi":  # 8378 rows: cross products of 73 bits and more
         assert run.plan["levels"] > 1
     np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
 
@@ -78,7 +78,8 @@ def test_blocks_and_tiles_of_rows_give_the_same_selection(
 
     monkeypatch.setattr(layout, "MIN_TILE_CELLS", 16)
     ds = _synthetic(300, 6, 3, seed=33)
-    budget = held_bytes(scheme, 300, 3, 3) + 70 * SCORING_BYTES_PER_CELL[scheme]
+    per_cell = SCORING_BYTES_PER_CELL[scheme] * score(score_name).cell_cost
+    budget = held_bytes(scheme, 300, 3, 3) + 70 * per_cell
     run = select_in_process(scheme, ds.values, ds.label_matrix, 3, 3, ds.exponents,
                             memory_budget=budget, score=score_name)
     assert run.plan["tile_rows"] == 70 and run.plan["block_columns"] == 1

@@ -19,7 +19,7 @@ from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
 from mpcnet.featsel.labels import check_one_hot, one_hot_products
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, Layout, layout
-from mpcnet.featsel.msgini import class_counts, join
+from mpcnet.featsel.msgini import join
 from mpcnet.featsel.scores import DEFAULT_SCORE, Score, score
 from mpcnet.featsel.source import Blocks, Held, ShareSource, Streamed
 from mpcnet.ops import planner
@@ -70,7 +70,7 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     (``mpcnet.featsel.layout``), so a server's memory stays within the budget whatever m and
     p are."""
     m, p = data.shape[-2:]
-    cut = layout(s.name, m, p, n_classes, k, memory_budget)
+    cut = layout(s.name, m, p, n_classes, k, memory_budget, score(score_name).cell_cost)
     if cut.columns >= p:
         whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels)
         return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
@@ -90,7 +90,7 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
     scoring.check_rows(m, n_classes)
-    cut = layout(s.name, m, p, n_classes, k, memory_budget)
+    cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost)
     topk = planner.choose(s.name, p, k, lambda ties: scoring.limb_plan(m, n_classes, ties),
                           cut.usable, method)
     with s.engine.phase("scoring"):
@@ -125,32 +125,30 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
 async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
                  plan: LimbPlan, scoring: Score) -> Fractions:
     """The fractions of one block of columns: in one go, or tile by tile of rows when a column
-    does not fit (the column sums first, then each tile's class counts). A job in more than
-    one block frees the records of each block's (tile's) checks before the next
-    (``Scheme.checkpoint``)."""
+    does not fit (the column sums first if the score needs them, then each tile's statistics,
+    which add up). A job in more than one block frees the records of each block's (tile's)
+    checks before the next (``Scheme.checkpoint``)."""
     m = data.shape[0]
     several = cut.columns < data.shape[1] or cut.tile_rows < m
-    if cut.tile_rows >= m:
-        block = await data.block(s, slice(None), columns)
-        counts = await class_counts(s, block, labels, s.sum(block, 0), m)
-        del block
-        fractions = await scoring.of_counts(s, *counts, s.sum(labels, 0), m, plan)
-        if several:
-            await s.checkpoint()
-        return fractions
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
     column_sums = None
+    if scoring.uses_mean and len(tiles) > 1:
+        for rows in tiles:
+            tile_sums = s.sum(await data.block(s, rows, columns), 0)
+            column_sums = tile_sums if column_sums is None else s.add(column_sums, tile_sums)
+            await s.checkpoint()
+    stats: tuple[Shared, ...] = ()
     for rows in tiles:
-        tile_sums = s.sum(await data.block(s, rows, columns), 0)
-        column_sums = tile_sums if column_sums is None else s.add(column_sums, tile_sums)
+        block = await data.block(s, rows, columns)
+        if scoring.uses_mean and column_sums is None:  # one tile: all rows at once
+            column_sums = s.sum(block, 0)
+        tile_stats = await scoring.statistics(s, block, labels[rows], column_sums, m)
+        del block
+        stats = tile_stats if not stats else tuple(
+            s.add(x, y) for x, y in zip(stats, tile_stats, strict=True))
+        if len(tiles) > 1:
+            await s.checkpoint()
+    fractions = await scoring.of_statistics(s, stats, s.sum(labels, 0), m, plan)
+    if several:
         await s.checkpoint()
-    assert column_sums is not None
-    b = above = None
-    for rows in tiles:
-        tile_b, tile_above = await class_counts(s, await data.block(s, rows, columns),
-                                                labels[rows], column_sums, m)
-        b = tile_b if b is None else s.add(b, tile_b)
-        above = tile_above if above is None else s.add(above, tile_above)
-        await s.checkpoint()
-    assert b is not None and above is not None
-    return await scoring.of_counts(s, b, above, s.sum(labels, 0), m, plan)
+    return fractions

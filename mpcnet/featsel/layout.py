@@ -58,10 +58,12 @@ def held_bytes(setting: str, m: int, n_classes: int, k: int) -> int:
     return FIXED_BYTES + m * (n_classes - 1 + k) * WORD_BYTES[setting]
 
 
-def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int) -> Layout:
-    """The blocks for this job within ``memory_budget`` bytes; refuses a budget too small for
-    one column, or a tile of MIN_TILE_CELLS rows of it."""
-    per_cell = SCORING_BYTES_PER_CELL[setting]
+def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
+           cell_cost: int = 1) -> Layout:
+    """The blocks for this job within ``memory_budget`` bytes, for a score that holds
+    ``cell_cost`` times a sign test's bytes per cell; refuses a budget too small for one
+    column, or a tile of MIN_TILE_CELLS rows of it."""
+    per_cell = SCORING_BYTES_PER_CELL[setting] * cell_cost
     held = held_bytes(setting, m, n_classes, k)
     usable = memory_budget - held
     smallest = min(m, MIN_TILE_CELLS) * per_cell  # one column, or one tile of it
@@ -73,5 +75,6 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
                          "memory_budget)")
     columns = min(p, usable // (m * per_cell))
     tile_rows = m if columns >= 1 else usable // per_cell
-    product_rows = m if columns >= p else max(1, min(m, usable // (p * per_cell)))
+    product_cell = SCORING_BYTES_PER_CELL[setting]
+    product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))
     return Layout(max(1, columns), tile_rows, product_rows, usable)

@@ -1,16 +1,21 @@
-"""Layer: featsel. The private feature scores an analyst can choose, all from the mean split.
+"""Layer: featsel. The private feature scores an analyst can choose.
 
-Every score here is a function of the same oblivious counts (the mean split of Protocol 2 of
-Li, Dowsley, De Cock 2021, lines 1-11: ``mpcnet.featsel.msgini.class_counts``), turned into
-shared fractions Q/D that are higher for better features and compared exactly by the same
-top-k (pi_FILTER-FS, Protocol 1), so the choice of score changes neither the selection
-machinery nor what is revealed (nothing but D'):
+Every score turns per-block statistics of the data into shared fractions Q/D that are higher
+for better features, compared exactly by the same top-k (pi_FILTER-FS, Protocol 1 of Li,
+Dowsley, De Cock 2021), so the choice changes neither the selection machinery nor what is
+revealed (nothing but D'):
 
-- ``ms-gini``: the paper's mean-split Gini impurity (``mpcnet.featsel.msgini``),
-- ``chi2``: the chi-square statistic of the split against the class (``mpcnet.featsel.chi2``),
-- ``mi``: the mutual information of the split with the class (``mpcnet.featsel.mi``).
+- ``ms-gini``: the paper's mean-split Gini impurity (Protocol 2, ``mpcnet.featsel.msgini``),
+- ``chi2``: the chi-square statistic of the same mean split against the class
+  (``mpcnet.featsel.chi2``),
+- ``mi``: the mutual information of the same mean split with the class (``mpcnet.featsel.mi``),
+- ``pcc``: the squared correlation with the class, or the correlation ratio for n classes
+  (``mpcnet.featsel.pcc``).
 
-Each has its exact plaintext reference in ``mpcnet.plain.scores.SCORE_FRACTIONS``.
+The first three share the split's class counts (``mpcnet.featsel.msgini.class_counts``, which
+needs the column sums first when a column is read in tiles); the statistics of ``pcc`` are sums
+that need no mean. Statistics add up over tiles of rows. Each score has its exact plaintext
+reference in ``mpcnet.plain.scores.SCORE_FRACTIONS``.
 """
 
 from __future__ import annotations
@@ -19,28 +24,55 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from mpcnet.errors import InputError
-from mpcnet.featsel import chi2, mi, msgini
+from mpcnet.featsel import chi2, mi, msgini, pcc
 from mpcnet.ops.fraction import Fractions, LimbPlan
 from mpcnet.schemes.base import Scheme, Shared
 
-OfCounts = Callable[[Scheme, Shared, Shared, Shared, int, LimbPlan], Awaitable[Fractions]]
+Statistics = Callable[[Scheme, Shared, Shared, Shared | None, int], Awaitable[tuple[Shared, ...]]]
+OfStatistics = Callable[[Scheme, tuple[Shared, ...], Shared, int, LimbPlan], Awaitable[Fractions]]
 
 
 @dataclass(frozen=True)
 class Score:
-    """How one score turns the counts (b, B, class sizes) of m rows into fractions."""
+    """How one score is computed for m rows and n classes."""
 
     name: str
     limb_plan: Callable[[int, int, int], LimbPlan | None]  # (m, n_classes, tie range)
     check_rows: Callable[[int, int], None]  # (m, n_classes): refuse what is not exact
-    of_counts: OfCounts  # (scheme, b, B, class sizes, m, plan)
+    statistics: Statistics  # (scheme, rows, their labels, column sums or None, m)
+    of_statistics: OfStatistics  # (scheme, summed statistics, class sizes, m, plan)
+    uses_mean: bool  # the statistics need the column sums over all m rows
+    cell_cost: int  # bytes held per cell while scoring, in sign tests (``featsel.layout``)
+
+
+async def _split_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
+                        m: int) -> tuple[Shared, ...]:
+    assert column_sums is not None
+    return await msgini.class_counts(s, data, labels, column_sums, m)
+
+
+def _of_counts(of_counts: Callable[..., Awaitable[Fractions]]) -> OfStatistics:
+    async def run(s: Scheme, stats: tuple[Shared, ...], sizes: Shared, m: int,
+                  plan: LimbPlan) -> Fractions:
+        b, above = stats
+        return await of_counts(s, b, above, sizes, m, plan)
+    return run
+
+
+def _mean_split(name: str, limb_plan: Callable[[int, int, int], LimbPlan | None],
+                check_rows: Callable[[int, int], None],
+                of_counts: Callable[..., Awaitable[Fractions]]) -> Score:
+    return Score(name, limb_plan, check_rows, _split_counts, _of_counts(of_counts), True, 1)
 
 
 SCORES = {
-    "ms-gini": Score("ms-gini", lambda m, n, ties: msgini.limb_plan(m, ties),
-                     lambda m, n: msgini.check_rows(m), msgini.fractions_of_counts),
-    "chi2": Score("chi2", chi2.limb_plan, chi2.check_rows, chi2.fractions_of_counts),
-    "mi": Score("mi", mi.limb_plan, lambda m, n: msgini.check_rows(m), mi.fractions_of_counts),
+    "ms-gini": _mean_split("ms-gini", lambda m, n, ties: msgini.limb_plan(m, ties),
+                           lambda m, n: msgini.check_rows(m), msgini.fractions_of_counts),
+    "chi2": _mean_split("chi2", chi2.limb_plan, chi2.check_rows, chi2.fractions_of_counts),
+    "mi": _mean_split("mi", mi.limb_plan, lambda m, n: msgini.check_rows(m),
+                      mi.fractions_of_counts),
+    "pcc": Score("pcc", pcc.limb_plan, lambda m, n: msgini.check_rows(m), pcc.statistics,
+                 pcc.fractions_of_statistics, False, pcc.CELL_COST),
 }
 DEFAULT_SCORE = "ms-gini"
 

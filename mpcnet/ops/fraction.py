@@ -9,7 +9,9 @@ polynomial in 2^w whose coefficients are exact in the ring:
     V = sum_n X_n 2^(w n),  X_n = sum_{u+v=n} (num_A[u] den_B[v] - num_B[u] den_A[v]),
     |X_n| <= min(Lq, Ld) (num_bound - 1)(den_bound - 1) < X  (``LimbPlan.digit_bound``),
 
-since each side of X_n is a sum of at most min(Lq, Ld) nonnegative products. Where ties must
+since each side of X_n is a sum of at most min(Lq, Ld) nonnegative products (with signed
+limbs, |limb| < bound, each side lies in (-X/2, X/2) for twice that X: ``LimbPlan.signed``,
+used by ``mpcnet.ops.bigint``'s normalised limbs). Where ties must
 be broken inside the test (``with_ties``, for the selection network), the tested value is
 W = V N + (idx_b - idx_a) instead, whose digits are X_n N plus the index term in X_0: the same
 argument with X scaled by N.
@@ -53,6 +55,7 @@ class LimbPlan:
     num_bound: int  # every num limb is in [0, num_bound)
     den_bound: int  # every den limb is in [0, den_bound)
     tie_range: int = 1  # N of ``with_ties``: W = V N + (idx_b - idx_a), |idx_b - idx_a| < N
+    signed: bool = False  # limbs may be negative: |limb| < bound, which doubles X
 
     @property
     def levels(self) -> int:
@@ -62,6 +65,8 @@ class LimbPlan:
     def digit_bound(self) -> int:
         """X: every |X_n| (tie term included) is below it."""
         products = min(self.num_limbs, self.den_limbs) * (self.num_bound - 1) * (self.den_bound - 1)
+        if self.signed:  # each side of X_n lies in (-products, products)
+            products *= 2
         return (products + 1) * self.tie_range
 
     @property

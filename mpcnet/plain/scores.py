@@ -13,6 +13,7 @@ computed in float64.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -144,7 +145,44 @@ def mi_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
     return (joint * np.log2(ratio)).sum(axis=(1, 2))
 
 
-SCORE_FRACTIONS = {"ms-gini": msgini_fraction, "chi2": chi2_fraction, "mi": mi_fraction}
+def pcc_fraction(
+    X: np.ndarray, codes: np.ndarray, n_classes: int
+) -> tuple[list[int], list[int]]:
+    """The squared correlation of every column with the class as the exact fraction U/V
+    (higher is better): r^2 = U / (P V) for two classes, the correlation ratio
+    eta^2 = SS_between / SS_total = U / (P V) for n, with V = m sum x^2 - S^2,
+    U = m sum_c (P / n_c) S_c^2 - P S^2, P = prod_c n_c (``mpcnet.featsel.pcc``). An absent
+    class counts as size 1; a constant column (V = 0 = U) gets V = 1, score 0."""
+    X = np.asarray(X)
+    if not np.issubdtype(X.dtype, np.integer):
+        raise ValueError(f"the exact correlation needs fixed-point integers, got {X.dtype}")
+    c = _check(X, codes, n_classes)
+    m = X.shape[0]
+    big = X.astype(object)
+    sizes = [max(int((c == k).sum()), 1) for k in range(n_classes)]
+    total = int(np.prod(sizes, dtype=object))
+    U, V = [], []
+    for j in range(X.shape[1]):
+        col = big[:, j]
+        s = int(col.sum())
+        v = m * int((col * col).sum()) - s * s
+        by_class = [int(col[c == k].sum()) for k in range(n_classes)]
+        U.append(m * sum(total // n * sc * sc for n, sc in zip(sizes, by_class, strict=True))
+                 - total * s * s)
+        V.append(v if v else 1)
+    return U, V
+
+
+def pcc_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """|r| (two classes) or eta (n classes) of every column, float64, from ``pcc_fraction``."""
+    U, V = pcc_fraction(X, codes, n_classes)
+    sizes = [max(int(v), 1) for v in np.bincount(np.asarray(codes), minlength=n_classes)]
+    total = int(np.prod(sizes, dtype=object))
+    return np.array([math.sqrt(Fraction(u, v * total)) for u, v in zip(U, V, strict=True)])
+
+
+SCORE_FRACTIONS = {"ms-gini": msgini_fraction, "chi2": chi2_fraction, "mi": mi_fraction,
+                   "pcc": pcc_fraction}
 """The private scores' exact references: name -> (X, codes, n) -> (Q, D), higher Q/D better."""
 
 

@@ -1,0 +1,142 @@
+"""Layer: featsel. The correlation of every feature with the class, as an exact fraction.
+
+For a binary class, the score is the squared Pearson correlation r^2 of the feature with the
+label (ranking by r^2 is ranking by |r|, PCC in the paper's Table I). For n classes it is the
+correlation ratio eta^2 = SS_between / SS_total, the share of the feature's variance that the
+class explains: it equals r^2 for two classes, and unlike the correlation with a class code it
+does not depend on how the classes are numbered. With S = sum x, S_c = the sum over class c,
+n_c the class sizes and P = prod_c n_c (the same for every feature):
+
+    eta^2 = U / (P V),  V = m sum x^2 - S^2 = m SS_total,  U = m sum_c w_c S_c^2 - P S^2,
+
+w_c = P / n_c, so features rank by the fraction U / V, both integers (``mpcnet.plain.scores.
+pcc_fraction``). Both are invariant to shifting x, so the servers use x + 2^38 >= 0.
+
+Per data cell (the ``statistics`` of a block or tile, additive over tiles): one A2B of x + 2^38
+splits it into hi (19 bits) and lo (20 bits), both back to arithmetic by one masked B2A; one
+round of products gives hi^2, hi lo, lo^2; so sum x^2 = H 2^40 + 2 M 2^20 + L with each sum
+below 2^64; S_c comes from one matrix product with the one-hot labels. Per feature: the sums
+become limbs (``mpcnet.ops.bigint``, about 200-bit integers), V and U are formed exactly, and
+a constant feature (V = 0, then U = 0) gets V = 1: its score is 0, as the reference's. An
+absent class (n_c = 0, S_c = 0) counts as size 1. Nothing is opened.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpcnet.fixedpoint import VALUE_BITS
+from mpcnet.ops import bigint
+from mpcnet.ops.bigint import Big
+from mpcnet.ops.compare import ltz
+from mpcnet.ops.convert import a2b, b2a_masked, local_map
+from mpcnet.ops.fraction import Fractions, LimbPlan
+from mpcnet.schemes.base import Scheme, Shared, concat, split
+
+U64 = np.uint64
+LOW_BITS = 20  # x + 2^38 < 2^39 = hi 2^20 + lo
+_WIDTHS = (24, 20, 16, 12, 8)
+CELL_COST = 3
+"""Bytes held per cell, in sign tests: an A2B, a masked B2A of two words and three products."""
+
+
+async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
+                     m: int) -> tuple[Shared, ...]:
+    """S, S_c (p x (n - 1)), H, M, L of the rows of ``data`` (module docstring)."""
+    del column_sums, m
+    rows, p = data.shape
+    shifted = s.add_public(data, 1 << VALUE_BITS)
+    words = await a2b(s, shifted.reshape(rows * p))
+    low = local_map(words, lambda d: d & U64((1 << LOW_BITS) - 1))
+    high = local_map(words, lambda d: d >> U64(LOW_BITS))
+    hi, lo = split(await b2a_masked(s, concat([high, low])), [(rows, p), (rows, p)])
+    products = await s.mul(concat([hi, hi, lo]), concat([hi, lo, lo]))
+    squares = [s.sum(part, 0) for part in split(products, [(rows, p)] * 3)]
+    return (s.sum(shifted, 0), await s.matmul(shifted.T, labels), *squares)
+
+
+async def _terms(s: Scheme | None, sums: Big, high: Big, middle: Big, low: Big,
+                 class_sums: list[Big], sizes: list[Shared | None], m: int) -> tuple[Big, Big]:
+    """U and V (module docstring) from the sums as limbs; dry when ``s`` is None."""
+    squares = await bigint.add(s, await bigint.scale(s, high, 1, 2 * LOW_BITS),
+                               await bigint.add(s, await bigint.scale(s, middle, 2, LOW_BITS),
+                                                low))
+    v = await bigint.add(s, await bigint.scale(s, squares, m), await bigint.mul(s, sums, sums),
+                         subtract=True)
+    n = len(sizes)
+    terms = bigint.join(s, class_sums + [sums])  # (n + 1) p values
+    weighted = await bigint.mul(s, terms, terms)
+    p = sums.count
+    for j in range(n):  # term c < n times every size but its own; the S^2 term times all
+        factors = [sizes[j] if c != j else None for c in range(n)] + [sizes[j]]
+        weighted = await bigint.mul_word(s, weighted, _lanes(s, factors, p), m + 1)
+    parts = bigint.parts(s, weighted, n + 1)
+    between = parts[0]
+    for part in parts[1:n]:
+        between = await bigint.add(s, between, part)
+    u = await bigint.add(s, await bigint.scale(s, between, m), parts[n], subtract=True)
+    return u, v
+
+
+def _lanes(s: Scheme | None, factors: list[Shared | None], p: int) -> Shared | None:
+    """One word per value of the stacked terms: a class size, or 1 where it is None."""
+    if s is None:
+        return None
+    lanes = [f.reshape(1).broadcast_to((p,)) if f is not None
+             else s.public(np.ones(p, dtype=U64)) for f in factors]
+    return concat(lanes)
+
+
+async def _final(s: Scheme | None, u: Big, v: Big) -> tuple[Big, Big]:
+    """U and V + [V == 0], normalised to small limbs for the comparison."""
+    u, v = await bigint.normalise(s, u), await bigint.normalise(s, v)
+    zero = await bigint.is_zero(s, v) if s is not None else None
+    return u, bigint.add_to_lowest(s, v, zero)
+
+
+def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
+    """The plan of the fractions U / V of m rows and n classes, from a dry run of the formula
+    at each limb width: the fewest levels that compare exactly."""
+    best = None
+    for width in _WIDTHS:
+        u, v = _dry_shapes(m, n_classes, width)
+        plan = LimbPlan(u.limbs, v.limbs, width, u.bound, v.bound, tie_range, signed=True)
+        if plan.fits() and (best is None or plan.levels < best.levels):
+            best = plan
+    return best
+
+
+def sum_bits(m: int) -> int:
+    """Every sum of ``statistics`` over m rows is below 2^sum_bits (the largest, sum lo^2,
+    below m 2^40)."""
+    return (m << (2 * LOW_BITS)).bit_length()
+
+
+def _dry_shapes(m: int, n: int, width: int) -> tuple[bigint.BigShape, bigint.BigShape]:
+    def word(count: int) -> Big:
+        return bigint.dry(sum_bits(m), width, count)
+    u, v = bigint.dry_run(_terms(None, word(1), word(1), word(1), word(1),
+                                 [word(1) for _ in range(n)], [None] * n, m))
+    u, v = bigint.dry_run(_final(None, u, v))
+    return u.shape, v.shape
+
+
+async def fractions_of_statistics(s: Scheme, stats: tuple[Shared, ...], label_counts: Shared,
+                                  m: int, plan: LimbPlan) -> Fractions:
+    """The fractions U / V of p features from the sums of ``statistics``."""
+    total, by_class, high, middle, low = stats
+    p = total.shape[0]
+    last = s.sub(total, s.sum(by_class, 1))
+    class_sums = concat([by_class.T, last.reshape(1, p)]).reshape(-1, p)
+    n = class_sums.shape[0]
+    sizes = concat([label_counts, s.add_public(s.neg(s.sum(label_counts, 0)).reshape(1), m)])
+    sizes = s.add(sizes, await ltz(s, s.add_public(sizes, -1)))  # an absent class: size 1
+    words = await bigint.of_words(s, concat([total, class_sums, high, middle, low]),
+                                  sum_bits(m), plan.limb_bits)
+    sums, *rest = bigint.parts(s, words, n + 4)
+    class_parts, (h, mid, lo) = rest[:n], rest[n:]
+    u, v = await _terms(s, sums, h, mid, lo, class_parts, [sizes[c] for c in range(n)], m)
+    u, v = await _final(s, u, v)
+    assert (u.shape.limbs, v.shape.limbs) == (plan.num_limbs, plan.den_limbs)
+    assert u.values is not None and v.values is not None
+    return Fractions(u.values, v.values, plan)
