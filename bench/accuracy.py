@@ -22,12 +22,18 @@ Protocol of the experiment (every choice is also written into the report):
   indices needed to cut the test fold are found by matching each D' column to the identical
   column of the encoded training matrix (equal columns have equal scores, so the protocol takes
   the lower index first, and so does the matching). Every fold checks that D' and those indices
-  equal the plaintext MS-GINI selection (msgini_fraction + topk_fraction) on the same rows.
+  equal the plaintext MS-GINI selection (score_fraction + topk_fraction) on the same rows.
 - Encoding: per-column exponents from auto_exponents on the whole file's values (public
   metadata that any owner could announce), then the training rows of that encoding; this is
   what encode_table(training rows, exponents=whole-file exponents) gives.
 - GI, PCC and MI are scored in float64 on the training rows (mpcnet.plain.scores, MI with 10
   equal-width bins); ties go to the lower index (mpcnet.plain.select.topk_scores).
+- PCC (private), MI (private) and χ² (private) are the other private scores
+  (``select --score pcc|mi|chi2``), run by the protocol in process on the same training rows
+  and checked in every fold against their exact references (``score_fraction``), as MS-GINI
+  is: the squared correlation with the class (the correlation ratio for 3+ classes), and the
+  mutual information and chi-square of the mean split. The plaintext PCC is |r| with the
+  class code and the plaintext MI uses 10 equal-width bins, so the columns differ by design.
 - Model: StandardScaler fitted on the training fold, then LogisticRegression(solver="lbfgs",
   C=1.0 (--C), penalty L2, max_iter=10000), scikit-learn defaults otherwise. RAW, GI, PCC and MI
   train on the float values; MS-GINI trains on D' decoded with the reconstructed exponents
@@ -64,7 +70,7 @@ from mpcnet.encoded import EncodedDataset, encode_table
 from mpcnet.featsel.local import select_in_process
 from mpcnet.fixedpoint import decode
 from mpcnet.plain.logreg import Training
-from mpcnet.plain.scores import gini_best_split, msgini_fraction, mutual_information, pearson
+from mpcnet.plain.scores import gini_best_split, mutual_information, pearson, score_fraction
 from mpcnet.plain.select import topk_fraction, topk_scores
 from mpcnet.schemes import registry
 from mpcnet.train.local import train_in_process
@@ -88,7 +94,9 @@ except ModuleNotFoundError as _exc:  # the CLI and run_dataset report it with th
 
 PRIVATE_LR = "MS-GINI + private LR"
 SAME_FORM = "scikit-learn, the private model's form"  # not a column: beside PRIVATE_LR
-METHODS = ("RAW", "MS-GINI", PRIVATE_LR, "GI", "PCC", "MI")
+PRIVATE_SCORES = {"PCC (private)": "pcc", "MI (private)": "mi", "χ² (private)": "chi2"}
+"""The other private scores (``select --score``), each run by the protocol in every fold."""
+METHODS = ("RAW", "MS-GINI", PRIVATE_LR, "GI", "PCC", "MI", *PRIVATE_SCORES)
 """Columns of the accuracy table, in the paper's order."""
 
 SELECTORS = ("GI", "PCC", "MI")
@@ -175,14 +183,16 @@ def match_columns(reduced: np.ndarray, X: np.ndarray) -> list[int]:
     return indices
 
 
-def private_msgini(values: np.ndarray, exponents: np.ndarray, codes: np.ndarray,
-                   n_classes: int, k: int, security: str) -> PrivateSelection:
-    """Run pi_GINI-FS on the encoded rows `values` in process; reconstruct and check D'."""
+def private_selection(values: np.ndarray, exponents: np.ndarray, codes: np.ndarray,
+                      n_classes: int, k: int, security: str, score: str = "ms-gini"
+                      ) -> PrivateSelection:
+    """Run pi_GINI-FS with ``score`` on the encoded rows `values` in process; reconstruct D'
+    and check it against the score's exact plaintext reference."""
     run = select_in_process(security, values, one_hot(codes, n_classes), n_classes, k,
-                            exponents)
+                            exponents, score=score)
     reduced, chosen_exps, seconds = run.reduced, run.exponents, run.seconds
     indices = match_columns(reduced, values)
-    q, d = msgini_fraction(values, codes, n_classes)
+    q, d = score_fraction(score, values, codes, n_classes)
     plain = topk_fraction(q, d, k)
     equal = (indices == plain and np.array_equal(reduced, values[:, plain])
              and np.array_equal(chosen_exps, exponents[plain]))
@@ -218,7 +228,8 @@ def evaluate_fold(floats: np.ndarray, ds: EncodedDataset, train: np.ndarray, tes
     """Select on the training rows with every method, fit, and score on the test rows."""
     y = ds.codes
     y_train, y_test = y[train], y[test]
-    private = private_msgini(ds.values[train], ds.exponents, y_train, ds.n_classes, k, security)
+    private = private_selection(ds.values[train], ds.exponents, y_train, ds.n_classes, k,
+                                security)
     majority = np.bincount(y_train, minlength=ds.n_classes).argmax()
     acc, converged = {"majority": float((y_test == majority).mean())}, True
     acc["RAW"], ok = _fit_score(floats[train], y_train, floats[test], y_test, C)
@@ -235,8 +246,15 @@ def evaluate_fold(floats: np.ndarray, ds: EncodedDataset, train: np.ndarray, tes
                                      floats[test][:, cols], y_test, C)
         converged &= ok
         overlap[method] = len(set(cols) & set(private.indices))
-    return FoldResult(acc, private.equals_plain, private.seconds, overlap, converged, trained_s,
-                      gap)
+    equal = private.equals_plain
+    for column, score in PRIVATE_SCORES.items():
+        other = private_selection(ds.values[train], ds.exponents, y_train, ds.n_classes, k,
+                                  security, score)
+        acc[column], ok = _fit_score(other.reduced, y_train, floats[test][:, other.indices],
+                                     y_test, C)
+        converged &= ok
+        equal &= other.equals_plain
+    return FoldResult(acc, equal, private.seconds, overlap, converged, trained_s, gap)
 
 
 def private_lr(ds: EncodedDataset, train: np.ndarray, test: np.ndarray,

@@ -156,22 +156,23 @@ def _share(cluster: Any, shape: Shape, dataset: str, security: str) -> dict[str,
             "share_bytes_per_server": int(out["bytes_per_server"])}
 
 
-def _reference(shape: Shape, schema: dict[str, Any], k: int) -> np.ndarray:
+def _reference(shape: Shape, schema: dict[str, Any], k: int, score: str) -> np.ndarray:
     """D' in the clear from the same encoded values (mpcnet.plain)."""
     from mpcnet.dataset import class_codes
     from mpcnet.fixedpoint import decode, encode
-    from mpcnet.plain import msgini_fraction, reduce, topk_fraction
+    from mpcnet.plain import reduce, score_fraction, topk_fraction
 
     table = shape.read()
     exps = np.asarray(schema["exponents"], dtype=np.int64)
     x = encode(table.values, exps, table.columns)
     _, codes = class_codes(table.labels, schema["classes"])
-    q, d = msgini_fraction(x, codes, len(schema["classes"]))
+    q, d = score_fraction(score, x, codes, len(schema["classes"]))
     idx = topk_fraction(q, d, k)
     return np.asarray(decode(reduce(x, idx), exps[idx]))
 
 
-async def _select(dep: Any, dataset: str, k: int, security: str, n: int) -> dict[str, Any]:
+async def _select(dep: Any, dataset: str, k: int, security: str, n: int, score: str
+                  ) -> dict[str, Any]:
     """Run the selection as the analyst; end-to-end time and every server's job figures."""
     from client.session import Client
 
@@ -179,7 +180,8 @@ async def _select(dep: Any, dataset: str, k: int, security: str, n: int) -> dict
     out: dict[str, Any] = {}
     try:
         t0 = time.perf_counter()
-        job = await analyst.select(dataset, k, f"{dataset}-top{k}", security=security)
+        job = await analyst.select(dataset, k, f"{dataset}-top{k}", security=security,
+                                   score=score)
         out["e2e_s"] = time.perf_counter() - t0
         out["job_id"] = job["id"]
         out["figures"] = await _figures(analyst, dep, job["id"], n)
@@ -214,7 +216,7 @@ async def _train(dep: Any, dataset: str, k: int, epochs: int, n: int) -> dict[st
     return out
 
 
-async def _check(dep: Any, dataset: str, k: int, shape: Shape) -> dict[str, Any]:
+async def _check(dep: Any, dataset: str, k: int, shape: Shape, score: str) -> dict[str, Any]:
     """Fetch and reconstruct D' as the analyst; compare it with the plaintext selection."""
     from client.results import reconstruct
     from client.session import Client
@@ -229,7 +231,7 @@ async def _check(dep: Any, dataset: str, k: int, shape: Shape) -> dict[str, Any]
     finally:
         analyst.close()
         owner.close()
-    expected = await asyncio.to_thread(_reference, shape, schema, k)
+    expected = await asyncio.to_thread(_reference, shape, schema, k, score)
     return {"fetch_s": fetch_s,
             "equal": bool(reduced.shape == expected.shape and np.array_equal(reduced, expected))}
 
@@ -247,9 +249,11 @@ def _proxied_config(path: Path) -> list[tuple[str, int, str, int]]:
 
 def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
              link: netemu.Link | None = None, method: str | None = None, check: bool = True,
-             train_epochs: int = 0, log: Callable[[str], None] = log) -> dict[str, Any]:
-    """All repeats of one (shape, setting) on a fresh deployment; raw figures per run. With
-    ``train_epochs``, the first run also trains a model on its result (``training``)."""
+             train_epochs: int = 0, log: Callable[[str], None] = log,
+             score: str = "ms-gini") -> dict[str, Any]:
+    """All repeats of one (shape, setting) on a fresh deployment, selecting by ``score``; raw
+    figures per run. With ``train_epochs``, the first run also trains a model on its result
+    (``training``)."""
     from client.local import LocalCluster, write_config
     from mpcnet.net.tls import run
 
@@ -257,9 +261,9 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
     m, p = table.values.shape
     case: dict[str, Any] = {"shape": shape.name, "security": security, "m": m, "p": p,
                             "k": shape.k, "link": link.name if link else "loopback",
-                            "method": method or "loopback"}
+                            "method": method or "loopback", "score": score}
     n = registry.get(security).n_parties
-    folder = workdir / f"{shape.name}-{security}-{case['link']}"
+    folder = workdir / f"{shape.name}-{security}-{score}-{case['link']}"
     cfg = write_config(folder, n, timeouts=TIMEOUTS)
     routes = _proxied_config(cfg) if method == "proxy" else []
     runs: list[dict[str, Any]] = []
@@ -279,7 +283,7 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
             cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
             busy0, self0 = _busy_seconds(), time.process_time()
             proxy0 = _cpu_seconds(proxy.pid) if proxy else 0.0
-            rec.update(run(_select(cluster.dep, dataset, shape.k, security, n)))
+            rec.update(run(_select(cluster.dep, dataset, shape.k, security, n, score)))
             rec["peak_bytes"] = {name: _peak_bytes(pid) for name, pid in pids.items()}
             rec["cpu_s"] = {name: _cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
             rec["proxy_cpu_s"] = (_cpu_seconds(proxy.pid) - proxy0) if proxy else 0.0
@@ -287,7 +291,7 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
             rec["other_cpu_s"] = max(0.0, _busy_seconds() - busy0 - sum(rec["cpu_s"].values())
                                      - (time.process_time() - self0) - rec["proxy_cpu_s"])
             if check and i == 0:
-                rec.update(run(_check(cluster.dep, dataset, shape.k, shape)))
+                rec.update(run(_check(cluster.dep, dataset, shape.k, shape, score)))
             if train_epochs and i == 0:
                 for pid in pids.values():
                     _reset_peak(pid)
@@ -299,7 +303,7 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
             rec["peak_is_job_only"] = peaks_reset
             runs.append(rec)
             job_s = max(f["seconds"] for f in rec["figures"].values())
-            log(f"  {shape.name} {security} [{case['link']}] run {i + 1}/{repeat}: share "
+            log(f"  {shape.name} {security} {score} [{case['link']}] run {i + 1}/{repeat}: share "
                 f"{rec['share_cli_s']:.2f} s, select {rec['e2e_s']:.2f} s end to end (job "
                 f"{job_s:.2f} s)" + (f", D' = plain: {rec['equal']}" if "equal" in rec else ""))
     case.update(available=True, n_parties=n, runs=runs)

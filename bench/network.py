@@ -15,7 +15,8 @@ authenticated TLS 1.3) is started, and every repeat
    sent per phase) and reads each server's peak resident memory (VmHWM in
    ``/proc/PID/status``) over the job;
 4. on the first repeat, fetches and reconstructs D' and checks it against the plaintext
-   MS-GINI selection (``mpcnet.plain``) on the same encoded values.
+   selection (``mpcnet.plain``: MS-GINI, or the score of ``--scores``) on the same encoded
+   values.
 
 Reported: medians over ``--repeat`` runs with min and max (the machine's noise), per phase
 (scoring, selection, product, checks; also setup and the commit round) and in total, and the
@@ -28,6 +29,7 @@ a network namespace, or a user-space delay proxy where the kernel has no netem).
 
     python -m bench.network [--shapes cogload lsvt speeddating]
                             [--security passive3 active3 active4] [--repeat 3]
+                            [--scores ms-gini chi2 mi pcc]
                             [--out bench/results/network.md] [--netem [--netem-profiles lan wan]]
 """
 
@@ -74,19 +76,21 @@ from bench.report import (  # noqa: E402
 # -- emulated network ----------------------------------------------------------------------
 def _run_cases(cases: list[tuple[Shape, str]], repeat: int, workdir: Path, check: bool,
                link: netemu.Link | None = None, method: str | None = None,
-               log: Callable[[str], None] = log, train_epochs: int = 0
-               ) -> list[dict[str, Any]]:
-    """Every case; one that fails gets a FAILED row (and exit status 1), the rest still run."""
+               log: Callable[[str], None] = log, train_epochs: int = 0,
+               scores: tuple[str, ...] = ("ms-gini",)) -> list[dict[str, Any]]:
+    """Every case under every score; one that fails gets a FAILED row (and exit status 1),
+    the rest still run."""
     out = []
-    for shape, sec in cases:
+    for (shape, sec), score in ((case, score) for case in cases for score in scores):
         try:
             out.append(summarize(run_case(shape, sec, repeat, workdir, link=link,
                                           method=method, check=check, log=log,
-                                          train_epochs=train_epochs)))
+                                          train_epochs=train_epochs, score=score)))
         except Exception as exc:  # noqa: BLE001 - report it in the table, keep going
             msg = " ".join(str(exc).split())[-400:]
             log(f"  {shape.name} {sec}: FAILED: {msg}")
-            out.append({"shape": shape.name, "security": sec, "m": "?", "p": "?",
+            out.append({"shape": shape.name, "security": sec, "score": score, "m": "?",
+                        "p": "?",
                         "k": shape.k, "link": link.name if link else "loopback",
                         "available": False, "failed": True, "reason": f"FAILED: {msg}"})
     return out
@@ -171,6 +175,7 @@ def _synthetic(text: str) -> tuple[int, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     from mpcnet.dataset import BUNDLED
+    from mpcnet.featsel.scores import SCORES
 
     parser = argparse.ArgumentParser(prog="python -m bench.network", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -179,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synthetic", nargs="*", type=_synthetic, default=[],
                         metavar="MxPxK", help="also synthetic datasets, e.g. 40x8x3")
     parser.add_argument("--security", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument("--scores", nargs="+", default=["ms-gini"], choices=list(SCORES),
+                        help="select by each of these scores (default: ms-gini, the paper's)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "network.md",
                         help="Markdown report; the raw figures go beside it as .json")
@@ -214,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [(sh, sec) for sh in shapes for sec in args.security]
         log(f"{len(cases)} cases x {args.repeat} runs over TLS on 127.0.0.1")
         sums = _run_cases(cases, args.repeat, workdir, not args.no_check,
-                          train_epochs=args.train_epochs)
+                          train_epochs=args.train_epochs, scores=tuple(args.scores))
         emulated = None
         if args.netem:
             emulated = run_emulated(cases, args.repeat, workdir, not args.no_check,

@@ -45,6 +45,7 @@ def summarize(case: dict[str, Any]) -> dict[str, Any]:
     lead = names[0]
     s: dict[str, Any] = {k: case[k] for k in ("shape", "security", "m", "p", "k", "link",
                                                 "method", "n_parties", "available")}
+    s["score"] = case.get("score", "ms-gini")
     s["repeat"] = len(runs)
     for key in ("e2e_s", "share_cli_s", "share_client_s"):
         s[key] = _stats([r[key] for r in runs])
@@ -134,8 +135,14 @@ def _per_party(values: dict[str, Any], fmt: Callable[[Any], str] = _mb) -> str:
     return f"{texts[0]} each" if len(set(texts)) == 1 else " / ".join(texts)
 
 
+def _label(s: dict[str, Any]) -> str:
+    """The shape, and the score where it is not the default MS-GINI."""
+    score = s.get("score", "ms-gini")
+    return s["shape"] if score == "ms-gini" else f"{s['shape']} ({score})"
+
+
 def _target(s: dict[str, Any]) -> str:
-    t = TARGETS.get((s["shape"], s["security"]))
+    t = TARGETS.get((s["shape"], s["security"])) if _label(s) == s["shape"] else None
     if t is None:
         return "–"
     e2e = s["e2e_s"]["median"]
@@ -148,7 +155,7 @@ def main_tables(summaries: list[dict[str, Any]]) -> list[str]:
            "peak MB per party | D' = plain | target (end to end) |",
            "|---|---|---:|---|---|---|---|---:|---:|---|---|---|---|"]
     for s in summaries:
-        head = f"| {s['shape']} | {s['m']} × {s['p']} | {s['k']} | {s['security']} |"
+        head = f"| {_label(s)} | {s['m']} × {s['p']} | {s['k']} | {s['security']} |"
         if not s.get("available"):
             out.append(head + f" {s['reason']} |" + " |" * 8)
             continue
@@ -170,7 +177,7 @@ def phase_table(summaries: list[dict[str, Any]]) -> list[str]:
         if not s.get("available"):
             continue
         for ph, v in s["phases"].items():
-            out.append(f"| {s['shape']} | {s['security']} | {ph} | {_sec(v['seconds'], 3)} | "
+            out.append(f"| {_label(s)} | {s['security']} | {ph} | {_sec(v['seconds'], 3)} | "
                        f"{v['rounds']} | {_per_party(v['sent'], lambda b: f'{b / 1e6:.2f}')} |")
     return out
 
@@ -182,7 +189,7 @@ def paper_table(summaries: list[dict[str, Any]]) -> list[str]:
            "MP-SPDZ best ÷ ours | MP-SPDZ here, paper's program s | ÷ ours |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summaries:
-        if not s.get("available"):
+        if not s.get("available") or _label(s) != s["shape"]:  # the paper scores MS-GINI
             continue
         ours = s["job_s"]["median"]
         paper = PAPER_TABLE_II.get(s["shape"])
@@ -211,7 +218,7 @@ def party_table(summaries: list[dict[str, Any]]) -> list[str]:
         if not s.get("available"):
             continue
         for nm in s["sent"]:
-            out.append(f"| {s['shape']} | {s['security']} | {nm} | {_mb(s['sent'][nm])} | "
+            out.append(f"| {_label(s)} | {s['security']} | {nm} | {_mb(s['sent'][nm])} | "
                        f"{_mb(s['wire_sent'][nm])} | {_mb(s['peak'][nm])} | "
                        f"{s['cpu_s'][nm]:.2f} |")
     return out
@@ -225,7 +232,7 @@ def noise_lines(summaries: list[dict[str, Any]]) -> list[str]:
         e = s["e2e_s"]
         spread = (e["max"] - e["min"]) / e["median"] * 100 if e["median"] else 0.0
         o = s["other_cpu_s"]
-        out.append(f"- {s['shape']} {s['security']} [{s['link']}]: end to end {e['min']:.2f}-"
+        out.append(f"- {_label(s)} {s['security']} [{s['link']}]: end to end {e['min']:.2f}-"
                    f"{e['max']:.2f} s over {s['repeat']} runs (spread {spread:.0f} % of the "
                    f"median); CPU used by other work during the job {o['min']:.2f}-"
                    f"{o['max']:.2f} s (median {o['median']:.2f}); 1-minute load average at "

@@ -58,6 +58,19 @@ def test_smoke_report_has_every_phase_and_figure(tmp_path: Path) -> None:
         assert set(measure.PHASES) <= phases, f"{setting}: phases {phases}"
 
 
+def test_each_score_gets_its_rows_and_is_checked_against_its_reference(tmp_path: Path) -> None:
+    out = tmp_path / "scores.md"
+    code = network.main(["--synthetic", "40x8x3", "--security", "passive3", "--scores", "mi",
+                         "pcc", "--repeat", "1", "--out", str(out),
+                         "--workdir", str(tmp_path / "work")])
+    assert code == 0
+    raw = json.loads(out.with_suffix(".json").read_text())
+    assert [(s["score"], s["equal"]) for s in raw["summaries"]] == [("mi", True), ("pcc", True)]
+    text = out.read_text(encoding="utf-8")
+    for score in ("mi", "pcc"):
+        assert f"| synthetic-40x8 ({score}) | 40 × 8 | 3 | passive3 |" in text
+
+
 def test_paper_totals_are_prot1_plus_p_times_prot2() -> None:
     assert anchors.paper_total("cogload", 120) == pytest.approx(27 + 120 * 1.13)
     assert anchors.paper_total("lsvt", 310) == pytest.approx(152 + 310 * 0.33)
