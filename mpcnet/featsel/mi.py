@@ -7,15 +7,15 @@ A_c, B_c. The class entropy is the same for every feature, so MI ranks as
     F = sum_{cells} t log2 t - sum_{sides} t log2 t,   MI = H(class) + F / m,
 
 with t log2 t computed privately and deterministically in fixed point (``mpcnet.ops.log2``,
-23 fractional bits, relative error below ``LOG_ERROR`` = 2.4e-6), exactly as the reference
+31 fractional bits, relative error below ``LOG_ERROR`` = 5.5e-10), exactly as the reference
 ``mpcnet.plain.scores.mi_fraction`` does. The fixed-point F is an integer, compared exactly:
 Q = F + ``mi_offset(m)`` > 0 over D = 1, whole when Q N fits 63 bits for the tie range N, else
 Q in two or more digits. The selection therefore equals the reference's exactly, ties
 included; against the real-valued MI, the error of F is at most 2 m LOG_ERROR (the cells and
 the sides each count m rows), so only features whose true MI differ by less than
-4 LOG_ERROR bits (about 10^-5) can be ordered differently (docs/design.md, section 4, counts
+4 LOG_ERROR = 2.2e-9 bits can be ordered differently (docs/design.md, section 4, counts
 them on the bundled datasets). Bounded mutual information (ESORICS 2024) was not needed: the
-logarithm costs a few hundred values per job, negligible beside the split.
+logarithm costs 2n + 2 values per feature, negligible beside the split.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ _LIMB_WIDTHS = range(16, 33)
 
 
 def numerator_bound(m: int) -> int:
-    """Q = F + offset < offset + m 2^23 (F exceeds 0 by at most 2 m LOG_ERROR 2^23)."""
+    """Q = F + offset < offset + m 2^31 (F exceeds 0 by at most 2 m LOG_ERROR 2^31)."""
     return mi_offset(m) + (m << LOG_FRACTION_BITS)
 
 

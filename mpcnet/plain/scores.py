@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from mpcnet.plain.log2 import LOG_FRACTION_BITS, LOG_WIDTH, t_log2_t
+from mpcnet.plain.log2 import COUNT_BITS, LOG_FRACTION_BITS, t_log2_t
 
 
 def _check(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
@@ -116,7 +116,7 @@ def mi_fraction(
     compute it: Q = F + ``mi_offset(m)`` over D = 1 (higher is better), with
     F = sum_{cells} t log2 t - sum_{sides} t log2 t in the fixed point of ``mpcnet.plain.log2``.
 
-    MI = H(class) + F / (m 2^23) up to the logarithm's error: at most 2 m LOG_ERROR 2^23 in F
+    MI = H(class) + F / (m 2^31) up to the logarithm's error: at most 2 m LOG_ERROR 2^31 in F
     (the cells and the sides each count m rows), so two columns whose true MI differ by more
     than 4 LOG_ERROR bits are ranked as their true MI; equal tables give equal F.
     """
@@ -129,8 +129,8 @@ def mi_fraction(
 
 def mi_offset(m: int) -> int:
     """The public offset that makes Q = F + offset positive: the cells' terms are nonnegative
-    and each side's is below (LOG_WIDTH + LOG_ERROR) t 2^23, so -F < (LOG_WIDTH + 1) m 2^23."""
-    return (LOG_WIDTH + 1) * m << LOG_FRACTION_BITS
+    and each side's is below (COUNT_BITS + LOG_ERROR) t 2^31, so -F < (COUNT_BITS + 1) m 2^31."""
+    return (COUNT_BITS + 1) * m << LOG_FRACTION_BITS
 
 
 def mi_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
