@@ -82,7 +82,7 @@ class Session:
     # -- analysts -------------------------------------------------------------------------------
     def select(self, dataset: str, k: int, result: str, **options: Any) -> dict[str, Any]:
         """Run a selection and wait for it; its job record (figures included). Options as
-        ``mpc-client select`` (``security``, ``share_with``, ``valid_for``)."""
+        ``mpc-client select`` (``score``, ``security``, ``share_with``, ``valid_for``)."""
         return self._call(self._client.select(dataset, k, result, **options))
 
     def fetch(self, result: str, owner: str | None = None, frame: bool = True) -> Any:

@@ -33,6 +33,7 @@ def test_the_readme_example_runs_and_gives_the_plaintext_selection(tmp_path: Pat
                            text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "(126, 10)" in r.stdout and "refused:" in r.stdout and "k must be" in r.stdout
+    assert " s pcc" in r.stdout  # the job record names its score
     assert re.search(r"predicted: \[('\d', ){4}'\d'\] of \['\d', '\d'\]", r.stdout), r.stdout
     import pandas as pd
 
