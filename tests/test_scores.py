@@ -86,16 +86,16 @@ def test_blocks_and_tiles_of_rows_give_the_same_selection(
     np.testing.assert_array_equal(run.reduced, ds.values[:, expected(ds, score_name, 3)])
 
 
-def test_chi2_refuses_rows_its_fractions_cannot_compare() -> None:
-    """The bound is where the limb plan ends (P m < 2^64), and a job beyond it is refused
-    before anything runs, naming it."""
-    for n in (2, 3, 4):
-        top = chi2.max_rows(n)
-        assert chi2.limb_plan(top, n, 1) is not None and chi2.limb_plan(top + 1, n, 1) is None
-        chi2.check_rows(top, n)
-        with pytest.raises(InputError, match=f"chi2 is exact for 2 to {top:,} rows with {n} "):
-            chi2.check_rows(top + 1, n)
-    assert chi2.max_rows(2) > 4_000_000 and chi2.max_rows(3) > 140_000
+def test_chi2_switches_to_limbs_where_its_weights_pass_a_word(scheme: str) -> None:
+    """Six classes over 3,000 rows: P m passes 2^64, so the weighted squares are limbs
+    (``mpcnet.ops.bigint``), and the selection still equals the reference."""
+    assert not chi2.limb_plan(3000, 5, 1).signed and chi2.limb_plan(3000, 6, 1).signed
+    assert chi2.limb_plan(2**24 - 2, 8, 2**15) is not None  # every size is comparable
+    ds = _synthetic(3000, 6, 6, seed=66)
+    run = select_in_process(scheme, ds.values, ds.label_matrix, 6, 3, ds.exponents,
+                            score="chi2")
+    assert run.plan["levels"] > 4
+    np.testing.assert_array_equal(run.reduced, ds.values[:, expected(ds, "chi2", 3)])
 
 
 def test_mi_compares_the_largest_jobs_exactly() -> None:

@@ -10,57 +10,38 @@ is a strictly increasing function of
 
 MS-GINI's fraction with class-weighted squares (``mpcnet.plain.scores.chi2_fraction``). An
 empty side (b = 0) and an absent class (n_c = 0) contribute nothing: b' = b + [b == 0] and
-n'_c = n_c + [n_c == 0], one batch of sign tests. The weights w_c = prod_{c' != c} n'_c' take
-prefix and suffix products (n - 2 rounds and one more). Q/D is compared exactly, whole or in
-limbs (``mpcnet.featsel.msgini.square_plan``), with the bounds
+n'_c = n_c + [n_c == 0], one batch of sign tests. Two layouts, by public bounds:
 
-    P <= max_j (m / j)^j (j nonempty classes),  X = sum_c w_c A_c^2 <= P a,
-    Q <= 2 P a b' <= P (m + 1)^2 / 2,  D <= (m + 1)^2 / 4,
+- P m < 2^64 (about 4.2 million rows for two classes, 149,388 for three, 21,616 for four):
+  the weights w_c = prod_{c' != c} n'_c' by prefix and suffix products (n - 2 rounds and one
+  more), X = sum_c w_c A_c^2 <= P a and Y in one word each, and Q/D compared whole or in limbs
+  as MS-GINI's (``mpcnet.featsel.msgini.square_plan``), with Q <= 2 P a b' <= P (m + 1)^2 / 2
+  and D <= (m + 1)^2 / 4, P bounded by max_j (m / j)^j over j nonempty classes;
+- beyond, Q has up to 24 (n + 2) bits, so the squares (below 2^48) become limbs
+  (``mpcnet.ops.bigint``) and are multiplied by the n - 1 other class sizes and by b' or a, one
+  round each, the limbs normalised where their bounds would pass the ring; D = a b' < 2^48 is
+  cut into limbs of the same width. That plan comes from a dry run of the same steps.
 
-which needs P m < 2^64: about 4 million rows for two classes, 150,000 for three
-(``max_rows``); beyond, the job is refused before it starts.
+So Q/D is exact for every m up to ``MAX_RANKED_ROWS`` and every number of classes.
 """
 
 from __future__ import annotations
 
-import functools
-
-from mpcnet.errors import InputError
 from mpcnet.featsel.msgini import MAX_RANKED_ROWS, split_table, square_fractions, square_plan
+from mpcnet.ops import bigint
+from mpcnet.ops.bigint import Big
 from mpcnet.ops.compare import ltz
 from mpcnet.ops.fraction import Fractions, LimbPlan
 from mpcnet.schemes.base import Scheme, Shared, concat
+
+COUNT_BITS = MAX_RANKED_ROWS.bit_length()  # every count is below 2^24
+_WIDTHS = (24, 20, 16, 12, 8)
 
 
 def size_product_bound(m: int, n_classes: int) -> int:
     """An upper bound on P = prod of the nonzero class sizes (at most n_classes of them, summing
     to m): max over j of ceil(m / j)^j."""
     return max((-(-m // j)) ** j for j in range(1, n_classes + 1))
-
-
-def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
-    """How to compare the chi-square fractions of m rows and n classes exactly (None: beyond
-    what Z_2^64 can compare)."""
-    product = size_product_bound(m, n_classes)
-    return square_plan(m, tie_range, product * (m + 1) ** 2 // 2 + 1, (m + 1) ** 2 // 4 + 1,
-                       product * m + 1)
-
-
-@functools.lru_cache(maxsize=64)
-def max_rows(n_classes: int) -> int:
-    """The largest m whose chi-square fractions ``limb_plan`` can compare (ranking ties)."""
-    low, high = 2, MAX_RANKED_ROWS
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if limb_plan(mid, n_classes, 1) is not None else (low, mid - 1)
-    return low
-
-
-def check_rows(m: int, n_classes: int) -> None:
-    """Refuse a job whose chi-square fractions cannot be compared exactly, naming the bound."""
-    if not 2 <= m <= max_rows(n_classes):
-        raise InputError(f"chi2 is exact for 2 to {max_rows(n_classes):,} rows with "
-                         f"{n_classes} classes; this dataset has {m:,}")
 
 
 async def _weights(s: Scheme, sizes: Shared) -> Shared:
@@ -79,6 +60,48 @@ async def _weights(s: Scheme, sizes: Shared) -> Shared:
     return concat([suffix[n - 2], middle, prefix[n - 2]])
 
 
+async def _numerator(s: Scheme | None, squares: Big, sizes: list[Shared | None],
+                     sides: tuple[Shared, Shared] | None, m: int) -> Big:
+    """Q = b' sum_c w_c A_c^2 + a sum_c w_c B_c^2 from the squares (A_c^2 then B_c^2, c < n)
+    as limbs, the class sizes and (b', a); dry when ``s`` is None."""
+    n = len(sizes)
+    p = squares.count // (2 * n)
+    weighted = squares
+    for j in range(n):  # the squares of class c times every size but its own
+        factors = [sizes[j] if c != j else None for c in range(n)] * 2
+        weighted = await bigint.mul_word(s, weighted, bigint.lanes(s, factors, p), m + 1)
+    parts = bigint.parts(s, weighted, 2 * n)
+    x, y = parts[0], parts[n]
+    for c in range(1, n):
+        x, y = await bigint.add(s, x, parts[c]), await bigint.add(s, y, parts[n + c])
+    both = await bigint.mul_word(s, bigint.join(s, [x, y]),
+                                 bigint.lanes(s, list(sides), p) if sides else None, m + 1)
+    below, above = bigint.parts(s, both, 2)
+    return await bigint.normalise(s, await bigint.add(s, below, above))
+
+
+def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
+    """How to compare the chi-square fractions of m rows and n classes exactly: as MS-GINI's
+    (``square_plan``: X and Y in one word, then whole or in digits) where P m < 2^64 and that
+    fits, else from a dry run of the numerator as limbs at each width (signed limbs), the
+    fewest levels that fit."""
+    product = size_product_bound(m, n_classes)
+    square = square_plan(m, tie_range, product * (m + 1) ** 2 // 2 + 1, (m + 1) ** 2 // 4 + 1,
+                         product * m + 1)
+    if square is not None:
+        return square
+    best = None
+    for width in _WIDTHS:
+        q = bigint.dry_run(_numerator(None, bigint.dry(2 * COUNT_BITS, width, 2 * n_classes),
+                                      [None] * n_classes, None, m))
+        d = bigint.dry(2 * COUNT_BITS, width, 1)
+        plan = LimbPlan(q.shape.limbs, d.shape.limbs, width, q.shape.bound, d.shape.bound,
+                        tie_range, signed=True)
+        if plan.fits() and (best is None or plan.levels < best.levels):
+            best = plan
+    return best
+
+
 async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int,
                               plan: LimbPlan) -> Fractions:
     """The chi-square fractions of p features from the counts of the mean split (module
@@ -87,12 +110,21 @@ async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts:
     n, p = below_all.shape
     sizes = concat([label_counts, s.add_public(s.neg(s.sum(label_counts, 0)).reshape(1), m)])
     counts = concat([below_all, above_all])
-    squares = (await s.mul(counts, counts)).reshape(2 * n, p)
+    squares = await s.mul(counts, counts)  # 2n x p, each below 2^48
     zero = await ltz(s, s.add_public(concat([b, sizes]), -1))
-    b_nonzero = s.add(b, zero[:p])
-    weights = await _weights(s, s.add(sizes, zero[p:]))
-    weighted = await s.mul(squares, concat([weights, weights]).reshape(2 * n, 1)
-                           .broadcast_to((2 * n, p)))
-    x, y = s.sum(weighted[:n], 0), s.sum(weighted[n:], 0)
-    product = size_product_bound(m, n)
-    return await square_fractions(s, x, y, a, b_nonzero, plan, (product * m).bit_length())
+    b_nonzero, sizes = s.add(b, zero[:p]), s.add(sizes, zero[p:])
+    if not plan.signed:  # P m < 2^64: the weighted sums X and Y fit a word
+        weights = await _weights(s, sizes)
+        weighted = await s.mul(squares.reshape(2 * n, p), concat([weights, weights])
+                               .reshape(2 * n, 1).broadcast_to((2 * n, p)))
+        x, y = s.sum(weighted[:n], 0), s.sum(weighted[n:], 0)
+        product = size_product_bound(m, n)
+        return await square_fractions(s, x, y, a, b_nonzero, plan, (product * m).bit_length())
+    d = await s.mul(a, b_nonzero)
+    limbs = await bigint.of_words(s, concat([squares, d]), 2 * COUNT_BITS, plan.limb_bits)
+    assert limbs.values is not None
+    square_limbs = Big(limbs.values[:, :2 * n * p], limbs.shape, 2 * n * p)
+    q = await _numerator(s, square_limbs, [sizes[c] for c in range(n)], (b_nonzero, a), m)
+    assert q.values is not None
+    assert (q.shape.limbs, limbs.shape.limbs) == (plan.num_limbs, plan.den_limbs)
+    return Fractions(q.values, limbs.values[:, 2 * n * p:], plan)

@@ -69,22 +69,13 @@ async def _terms(s: Scheme | None, sums: Big, high: Big, middle: Big, low: Big,
     p = sums.count
     for j in range(n):  # term c < n times every size but its own; the S^2 term times all
         factors = [sizes[j] if c != j else None for c in range(n)] + [sizes[j]]
-        weighted = await bigint.mul_word(s, weighted, _lanes(s, factors, p), m + 1)
+        weighted = await bigint.mul_word(s, weighted, bigint.lanes(s, factors, p), m + 1)
     parts = bigint.parts(s, weighted, n + 1)
     between = parts[0]
     for part in parts[1:n]:
         between = await bigint.add(s, between, part)
     u = await bigint.add(s, await bigint.scale(s, between, m), parts[n], subtract=True)
     return u, v
-
-
-def _lanes(s: Scheme | None, factors: list[Shared | None], p: int) -> Shared | None:
-    """One word per value of the stacked terms: a class size, or 1 where it is None."""
-    if s is None:
-        return None
-    lanes = [f.reshape(1).broadcast_to((p,)) if f is not None
-             else s.public(np.ones(p, dtype=U64)) for f in factors]
-    return concat(lanes)
 
 
 async def _final(s: Scheme | None, u: Big, v: Big) -> tuple[Big, Big]:

@@ -68,7 +68,8 @@ def _mean_split(name: str, limb_plan: Callable[[int, int, int], LimbPlan | None]
 SCORES = {
     "ms-gini": _mean_split("ms-gini", lambda m, n, ties: msgini.limb_plan(m, ties),
                            lambda m, n: msgini.check_rows(m), msgini.fractions_of_counts),
-    "chi2": _mean_split("chi2", chi2.limb_plan, chi2.check_rows, chi2.fractions_of_counts),
+    "chi2": _mean_split("chi2", chi2.limb_plan, lambda m, n: msgini.check_rows(m),
+                        chi2.fractions_of_counts),
     "mi": _mean_split("mi", mi.limb_plan, lambda m, n: msgini.check_rows(m),
                       mi.fractions_of_counts),
     "pcc": Score("pcc", pcc.limb_plan, lambda m, n: msgini.check_rows(m), pcc.statistics,

@@ -116,6 +116,20 @@ def add_to_lowest(s: Scheme | None, a: Big, x: Shared | None) -> Big:
     return a._with(concat([low, rest]).reshape(a.shape.limbs, a.count), a.shape.limbs, bound)
 
 
+def lanes(s: Scheme | None, factors: list[Shared | None], size: int) -> Shared | None:
+    """The words of ``mul_word`` for Bigs joined from parts of ``size`` values each: per part,
+    a shared scalar (for all its values), a shared vector (one per value) or None for 1."""
+    if s is None:
+        return None
+    out = []
+    for f in factors:
+        if f is None:
+            out.append(s.public(np.ones(size, dtype=U64)))
+        else:
+            out.append(f.reshape(1).broadcast_to((size,)) if f.shape == () else f)
+    return concat(out)
+
+
 def _padded(s: Scheme, a: Big, limbs: int) -> Shared | None:
     if a.values is None or a.shape.limbs == limbs:
         return a.values
