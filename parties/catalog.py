@@ -391,10 +391,16 @@ def ready_for_selection(manifest: Manifest, k: int, security: str,
     p = len(manifest["schema"]["columns"])
     if not 0 < k < p:
         raise _fail(ds, f"k must be between 1 and {p - 1} (it has {p} features), got {k}")
+    scoring = score(score_name)
     try:
-        score(score_name).check_rows(m, len(manifest["schema"]["classes"]))
+        scoring.check_rows(m, len(manifest["schema"]["classes"]))
     except InputError as e:
         raise _fail(ds, str(e)) from None
+    if scoring.value_bits is not None and bits > scoring.value_bits:
+        raise _fail(ds, f"{score_name} needs values encoded below 2^{scoring.value_bits}, and "
+                        f"some of its files were shared by an older client (below 2^{bits}); "
+                        f"share them again with this client to a new dataset, or use another "
+                        f"score")
 
 
 def summary(manifest: Manifest) -> dict[str, Any]:

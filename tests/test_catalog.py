@@ -126,6 +126,21 @@ def test_rows_are_bounded_by_the_values_contributions_were_encoded_for() -> None
         catalog.entry(dict(meta("3"), value_bits=41), "c")
 
 
+def test_pcc_is_refused_on_values_wider_than_it_splits() -> None:
+    """The correlation splits every value of x + 2^38 into 19 and 20 bits: a dataset with files
+    from a client before the 38-bit record (40-bit values) is refused for pcc, with the fix
+    named, and accepted for the mean-split scores."""
+    old = dict(meta("2", rows=1000))
+    del old["value_bits"]
+    man = build((old, "b", 1))
+    for name in ("ms-gini", "chi2", "mi"):
+        catalog.ready_for_selection(man, 1, "passive3", name)
+    with pytest.raises(InputError, match=r"pcc needs values encoded below 2\^38.*share them "
+                                         "again with this client"):
+        catalog.ready_for_selection(man, 1, "passive3", "pcc")
+    catalog.ready_for_selection(build((meta("1", rows=1000), "a", 1)), 1, "passive3", "pcc")
+
+
 def test_contributions_and_datasets_are_bounded_in_size() -> None:
     """Uploads are written in place block by block: a description claiming more rows than
     any job can use (or absurdly many cells) is refused before any block is sent."""

@@ -28,6 +28,7 @@ class LocalSelection:
 
     reduced: np.ndarray  # m x k encoded values (int64)
     exponents: np.ndarray  # k scale exponents of the selected columns (int64)
+    indices: np.ndarray  # k selected column indices, in rank order (int64)
     report: dict[str, Any]  # party 0's engine report: rounds, bytes and time per phase
     plan: dict[str, Any]  # how the selection was computed (``gini_fs.SelectionResult.plan``)
     seconds: float
@@ -45,16 +46,17 @@ def select_in_process(security: str, values: np.ndarray, label_matrix: np.ndarra
     labels = info.share(np.asarray(label_matrix, dtype=np.uint64))
 
     async def party(engine: RoundEngine) -> tuple[np.ndarray, np.ndarray, dict[str, Any],
-                                                  dict[str, Any]]:
+                                                  dict[str, Any], np.ndarray]:
         s = await info.scheme.setup(engine)
         result = await select_stored(s, ArraySource(data[engine.party]), labels[engine.party],
                                      n_classes, k, exponents, memory_budget, method, score)
         return (await s.output(result.reduced), await s.output(result.exponents),
-                engine.report(), result.plan)
+                engine.report(), result.plan, await s.output(result.indices))
 
     start = time.perf_counter()
     outs = run_local_sync(info.n_parties, party, round_timeout)
     seconds = time.perf_counter() - start
     reduced = info.reconstruct({i: out[0] for i, out in enumerate(outs)}).view(np.int64)
     chosen = info.reconstruct({i: out[1] for i, out in enumerate(outs)}).view(np.int64)
-    return LocalSelection(reduced, chosen, outs[0][2], outs[0][3], seconds)
+    indices = info.reconstruct({i: out[4] for i, out in enumerate(outs)}).view(np.int64)
+    return LocalSelection(reduced, chosen, indices, outs[0][2], outs[0][3], seconds)

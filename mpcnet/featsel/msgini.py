@@ -72,10 +72,10 @@ def _max_ranked_rows() -> int:
 MAX_RANKED_ROWS = _max_ranked_rows()
 
 
-def check_rows(m: int) -> None:
+def check_rows(m: int, score: str = "MS-GINI") -> None:
     """Refuse a row count the split test or the exact ranking cannot handle, naming the bound."""
     if not 2 <= m <= MAX_RANKED_ROWS:
-        raise InputError(f"MS-GINI is exact for 2 to {MAX_RANKED_ROWS:,} rows; this dataset "
+        raise InputError(f"{score} is exact for 2 to {MAX_RANKED_ROWS:,} rows; this dataset "
                          f"has {m:,}")
 
 

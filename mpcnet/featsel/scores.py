@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from mpcnet.errors import InputError
 from mpcnet.featsel import chi2, mi, msgini, pcc
+from mpcnet.fixedpoint import VALUE_BITS
 from mpcnet.ops.fraction import Fractions, LimbPlan
 from mpcnet.schemes.base import Scheme, Shared
 
@@ -43,6 +44,7 @@ class Score:
     of_statistics: OfStatistics  # (scheme, summed statistics, class sizes, m, plan)
     uses_mean: bool  # the statistics need the column sums over all m rows
     cell_cost: int  # bytes held per cell while scoring, in sign tests (``featsel.layout``)
+    value_bits: int | None = None  # the widest encoded values it handles (None: any stored)
 
 
 async def _split_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
@@ -59,21 +61,22 @@ def _of_counts(of_counts: Callable[..., Awaitable[Fractions]]) -> OfStatistics:
     return run
 
 
+def _rows(name: str) -> Callable[[int, int], None]:
+    return lambda m, n: msgini.check_rows(m, name)
+
+
 def _mean_split(name: str, limb_plan: Callable[[int, int, int], LimbPlan | None],
-                check_rows: Callable[[int, int], None],
                 of_counts: Callable[..., Awaitable[Fractions]]) -> Score:
-    return Score(name, limb_plan, check_rows, _split_counts, _of_counts(of_counts), True, 1)
+    return Score(name, limb_plan, _rows(name), _split_counts, _of_counts(of_counts), True, 1)
 
 
 SCORES = {
     "ms-gini": _mean_split("ms-gini", lambda m, n, ties: msgini.limb_plan(m, ties),
-                           lambda m, n: msgini.check_rows(m), msgini.fractions_of_counts),
-    "chi2": _mean_split("chi2", chi2.limb_plan, lambda m, n: msgini.check_rows(m),
-                        chi2.fractions_of_counts),
-    "mi": _mean_split("mi", mi.limb_plan, lambda m, n: msgini.check_rows(m),
-                      mi.fractions_of_counts),
-    "pcc": Score("pcc", pcc.limb_plan, lambda m, n: msgini.check_rows(m), pcc.statistics,
-                 pcc.fractions_of_statistics, False, pcc.CELL_COST),
+                           msgini.fractions_of_counts),
+    "chi2": _mean_split("chi2", chi2.limb_plan, chi2.fractions_of_counts),
+    "mi": _mean_split("mi", mi.limb_plan, mi.fractions_of_counts),
+    "pcc": Score("pcc", pcc.limb_plan, _rows("pcc"), pcc.statistics,
+                 pcc.fractions_of_statistics, False, pcc.CELL_COST, VALUE_BITS),
 }
 DEFAULT_SCORE = "ms-gini"
 
