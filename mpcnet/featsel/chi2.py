@@ -27,6 +27,9 @@ So Q/D is exact for every m up to ``MAX_RANKED_ROWS`` and every number of classe
 
 from __future__ import annotations
 
+import functools
+
+from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import MAX_RANKED_ROWS, split_table, square_fractions, square_plan
 from mpcnet.ops import bigint
 from mpcnet.ops.bigint import Big
@@ -80,6 +83,16 @@ async def _numerator(s: Scheme | None, squares: Big, sizes: list[Shared | None],
     return await bigint.normalise(s, await bigint.add(s, below, above))
 
 
+def feature_bytes(setting: str, m: int, n_classes: int) -> int:
+    """Peak bytes per feature of the limb layout's step (its 2n weighted squares as limbs, cut
+    into bits by ``normalise``); the word layout's is a few words."""
+    plan = limb_plan(m, n_classes, 1)
+    if plan is None or not plan.signed:
+        return 0
+    return layout.feature_bytes(setting, 2 * n_classes, plan.num_limbs)
+
+
+@functools.lru_cache(maxsize=256)
 def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
     """How to compare the chi-square fractions of m rows and n classes exactly: as MS-GINI's
     (``square_plan``: X and Y in one word, then whole or in digits) where P m < 2^64 and that

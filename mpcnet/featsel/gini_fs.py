@@ -70,7 +70,9 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     (``mpcnet.featsel.layout``), so a server's memory stays within the budget whatever m and
     p are."""
     m, p = data.shape[-2:]
-    cut = layout(s.name, m, p, n_classes, k, memory_budget, score(score_name).cell_cost)
+    scoring = score(score_name)
+    cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
+                 scoring.feature_bytes(s.name, m, n_classes))
     if cut.columns >= p:
         whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels)
         return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
@@ -90,7 +92,8 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     if not 0 < k < p:
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
     scoring.check_rows(m, n_classes)
-    cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost)
+    cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
+                 scoring.feature_bytes(s.name, m, n_classes))
     topk = planner.choose(s.name, p, k, lambda ties: scoring.limb_plan(m, n_classes, ties),
                           cut.usable, method)
     with s.engine.phase("scoring"):

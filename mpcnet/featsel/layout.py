@@ -58,13 +58,21 @@ def held_bytes(setting: str, m: int, n_classes: int, k: int) -> int:
     return FIXED_BYTES + m * (n_classes - 1 + k) * WORD_BYTES[setting]
 
 
+def feature_bytes(setting: str, values: int, limbs: int = 1) -> int:
+    """Peak bytes of a score's per-feature step that cuts ``values`` words of ``limbs`` limbs
+    each into bits at once (an A2B and up to 64 arithmetic bit shares per limb, counted twice
+    for the transport, as ``mpcnet.ops.planner.PIECE_OVERHEAD``)."""
+    return 2 * values * limbs * 64 * WORD_BYTES[setting]
+
+
 def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
-           cell_cost: int = 1) -> Layout:
+           cell_cost: int = 1, per_feature: int = 0) -> Layout:
     """The blocks for this job within ``memory_budget`` bytes, for a score that holds
-    ``cell_cost`` times a sign test's bytes per cell; refuses a budget too small for one
-    column, or a tile of MIN_TILE_CELLS rows of it."""
+    ``cell_cost`` times a sign test's bytes per cell and ``per_feature`` bytes per feature
+    once its statistics are summed; refuses a budget too small for one column, or a tile of
+    MIN_TILE_CELLS rows of it."""
     per_cell = SCORING_BYTES_PER_CELL[setting] * cell_cost
-    held = held_bytes(setting, m, n_classes, k)
+    held = held_bytes(setting, m, n_classes, k) + per_feature
     usable = memory_budget - held
     smallest = min(m, MIN_TILE_CELLS) * per_cell  # one column, or one tile of it
     if usable < smallest:
@@ -73,7 +81,7 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
                          f"{setting} needs at least {need / 2**20:,.0f} MiB, over the memory "
                          f"budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
                          "memory_budget)")
-    columns = min(p, usable // (m * per_cell))
+    columns = min(p, (usable + per_feature) // (m * per_cell + per_feature))
     tile_rows = m if columns >= 1 else usable // per_cell
     product_cell = SCORING_BYTES_PER_CELL[setting]
     product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))

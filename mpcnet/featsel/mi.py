@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import split_table
 from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
 from mpcnet.ops.log2 import t_log2_t
@@ -35,6 +36,12 @@ _LIMB_WIDTHS = range(16, 33)
 def numerator_bound(m: int) -> int:
     """Q = F + offset < offset + m 2^31 (F exceeds 0 by at most 2 m LOG_ERROR 2^31)."""
     return mi_offset(m) + (m << LOG_FRACTION_BITS)
+
+
+def feature_bytes(setting: str, m: int, n_classes: int) -> int:
+    """Peak bytes per feature of the logarithm: 2n + 2 counts, each cut into bits."""
+    del m
+    return layout.feature_bytes(setting, 2 * n_classes + 2)
 
 
 def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:

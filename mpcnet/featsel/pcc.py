@@ -24,8 +24,11 @@ absent class (n_c = 0, S_c = 0) counts as size 1. Nothing is opened.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from mpcnet.featsel import layout
 from mpcnet.fixedpoint import VALUE_BITS
 from mpcnet.ops import bigint
 from mpcnet.ops.bigint import Big
@@ -92,6 +95,13 @@ async def _final(s: Scheme | None, u: Big, v: Big) -> tuple[Big, Big]:
     return u, bigint.add_to_lowest(s, v, zero)
 
 
+def feature_bytes(setting: str, m: int, n_classes: int) -> int:
+    """Peak bytes per feature once the sums are in: n + 4 sums as limbs, cut into bits."""
+    plan = limb_plan(m, n_classes, 1)
+    return layout.feature_bytes(setting, n_classes + 4, plan.num_limbs if plan else 1)
+
+
+@functools.lru_cache(maxsize=256)
 def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
     """The plan of the fractions U / V of m rows and n classes, from a dry run of the formula
     at each limb width: the fewest levels that compare exactly."""

@@ -45,6 +45,8 @@ class Score:
     uses_mean: bool  # the statistics need the column sums over all m rows
     cell_cost: int  # bytes held per cell while scoring, in sign tests (``featsel.layout``)
     value_bits: int | None = None  # the widest encoded values it handles (None: any stored)
+    feature_bytes: Callable[[str, int, int], int] = lambda setting, m, n: 0  # per feature,
+    # once the statistics are summed (``featsel.layout.layout``'s ``per_feature``)
 
 
 async def _split_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
@@ -66,17 +68,21 @@ def _rows(name: str) -> Callable[[int, int], None]:
 
 
 def _mean_split(name: str, limb_plan: Callable[[int, int, int], LimbPlan | None],
-                of_counts: Callable[..., Awaitable[Fractions]]) -> Score:
-    return Score(name, limb_plan, _rows(name), _split_counts, _of_counts(of_counts), True, 1)
+                of_counts: Callable[..., Awaitable[Fractions]],
+                feature_bytes: Callable[[str, int, int], int] = lambda setting, m, n: 0
+                ) -> Score:
+    return Score(name, limb_plan, _rows(name), _split_counts, _of_counts(of_counts), True, 1,
+                 feature_bytes=feature_bytes)
 
 
 SCORES = {
     "ms-gini": _mean_split("ms-gini", lambda m, n, ties: msgini.limb_plan(m, ties),
                            msgini.fractions_of_counts),
-    "chi2": _mean_split("chi2", chi2.limb_plan, chi2.fractions_of_counts),
-    "mi": _mean_split("mi", mi.limb_plan, mi.fractions_of_counts),
+    "chi2": _mean_split("chi2", chi2.limb_plan, chi2.fractions_of_counts, chi2.feature_bytes),
+    "mi": _mean_split("mi", mi.limb_plan, mi.fractions_of_counts, mi.feature_bytes),
     "pcc": Score("pcc", pcc.limb_plan, _rows("pcc"), pcc.statistics,
-                 pcc.fractions_of_statistics, False, pcc.CELL_COST, VALUE_BITS),
+                 pcc.fractions_of_statistics, False, pcc.CELL_COST, VALUE_BITS,
+                 pcc.feature_bytes),
 }
 DEFAULT_SCORE = "ms-gini"
 

@@ -126,6 +126,7 @@ def lanes(s: Scheme | None, factors: list[Shared | None], size: int) -> Shared |
         if f is None:
             out.append(s.public(np.ones(size, dtype=U64)))
         else:
+            assert f.shape in ((), (size,)), f"a lane of {f.shape} for parts of {size}"
             out.append(f.reshape(1).broadcast_to((size,)) if f.shape == () else f)
     return concat(out)
 

@@ -9,7 +9,10 @@ Horner's rule with every product rounded to 31 fractional bits (floor(y u / 2^31
 deterministic, so equal counts give equal results on every server and here, and ties stay
 ties. Its error, checked over every count by the tests, is below ``LOG_ERROR``:
 |t_log2_t(t) / 2^31 - t log2 t| <= LOG_ERROR t for 0 <= t < 2^24 (t = 0 gives 0: t times
-anything). Every intermediate stays below 2^62 (|y u| < 2^61.3, t log2 t 2^31 < 2^60).
+anything). For t >= 1 every intermediate stays below 2^62 (|y u| < 2^61.3,
+t log2 t 2^31 < 2^60); for t = 0 the mantissa is garbage and y u may wrap, which is harmless:
+``trunc_exact`` floors any ring element and the result is multiplied by t = 0 (a truncation
+that needs a bounded input, such as ``trunc``, must not be used here).
 """
 
 from __future__ import annotations
