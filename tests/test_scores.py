@@ -105,7 +105,7 @@ def test_chi2_switches_to_limbs_where_its_weights_pass_a_word(scheme: str) -> No
 def test_the_per_feature_step_of_many_classes_is_sized_by_the_memory_budget() -> None:
     """chi2 with 40 classes holds its 80 weighted squares per feature as limbs cut into bits:
     about 7 MB per feature under passive3 (measured in process: 6.4 GB for 300 features and 3
-    parties in one block before this bound, 1.5 GB in 5 blocks after), so the layout cuts the
+    parties in one block before this bound, 0.8 GB in 10 blocks after), so the layout cuts the
     features into blocks that fit, where MS-GINI keeps one."""
     from mpcnet.featsel.layout import layout
 
