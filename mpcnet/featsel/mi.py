@@ -13,7 +13,7 @@ Q = F + ``mi_offset(m)`` > 0 over D = 1, whole when Q N fits 63 bits for the tie
 Q in two or more digits. The selection therefore equals the reference's exactly, ties
 included; against the real-valued MI, the error of F is at most 2 m LOG_ERROR (the cells and
 the sides each count m rows), so only features whose true MI differ by less than
-4 LOG_ERROR = 2.2e-9 bits can be ordered differently (docs/design.md, section 4, counts
+4 LOG_ERROR = 2.2e-9 bits can be ordered differently (docs/design.md, section 4.1, counts
 them on the bundled datasets). Bounded mutual information (ESORICS 2024) was not needed: the
 logarithm costs 2n + 2 values per feature, negligible beside the split.
 """
