@@ -28,6 +28,7 @@ So Q/D is exact for every m up to ``MAX_RANKED_ROWS`` and every number of classe
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import MAX_RANKED_ROWS, split_table, square_fractions, square_plan
@@ -69,10 +70,7 @@ async def _numerator(s: Scheme | None, squares: Big, sizes: list[Shared | None],
     as limbs, the class sizes and (b', a); dry when ``s`` is None."""
     n = len(sizes)
     p = squares.count // (2 * n)
-    weighted = squares
-    for j in range(n):  # the squares of class c times every size but its own
-        factors = [sizes[j] if c != j else None for c in range(n)] * 2
-        weighted = await bigint.mul_word(s, weighted, bigint.lanes(s, factors, p), m + 1)
+    weighted = await times_other_sizes(s, squares, list(range(n)) * 2, sizes, m)
     parts = bigint.parts(s, weighted, 2 * n)
     x, y = parts[0], parts[n]
     for c in range(1, n):
@@ -90,6 +88,18 @@ def feature_bytes(setting: str, m: int, n_classes: int) -> int:
     if plan is None or not plan.signed:
         return 0
     return layout.feature_bytes(setting, 2 * n_classes, plan.num_limbs)
+
+
+async def times_other_sizes(s: Scheme | None, terms: Big, classes: Sequence[int | None],
+                            sizes: list[Shared | None], m: int) -> Big:
+    """Each part of ``terms`` (parts of equal size, one per entry of ``classes``) times the
+    size of every class but its own (None: times every size), n rounds of ``mul_word``, the
+    sizes at most m: w_c = P / n_c without dividing."""
+    size = terms.count // len(classes)
+    for j, class_size in enumerate(sizes):
+        factors = [class_size if c != j else None for c in classes]
+        terms = await bigint.mul_word(s, terms, bigint.lanes(s, factors, size), m + 1)
+    return terms
 
 
 @functools.lru_cache(maxsize=256)

@@ -29,6 +29,7 @@ import functools
 import numpy as np
 
 from mpcnet.featsel import layout
+from mpcnet.featsel.chi2 import times_other_sizes
 from mpcnet.fixedpoint import VALUE_BITS
 from mpcnet.ops import bigint
 from mpcnet.ops.bigint import Big
@@ -75,11 +76,9 @@ async def _terms(s: Scheme | None, sums: Big, high: Big, middle: Big, low: Big,
                          subtract=True)
     n = len(sizes)
     terms = bigint.join(s, class_sums + [sums])  # (n + 1) p values
-    weighted = await bigint.mul(s, terms, terms)
-    p = sums.count
-    for j in range(n):  # term c < n times every size but its own; the S^2 term times all
-        factors = [sizes[j] if c != j else None for c in range(n)] + [sizes[j]]
-        weighted = await bigint.mul_word(s, weighted, bigint.lanes(s, factors, p), m + 1)
+    # S_c^2 times every class size but its own (P / n_c), S^2 times all of them (P)
+    weighted = await times_other_sizes(s, await bigint.mul(s, terms, terms),
+                                       [*range(n), None], sizes, m)
     parts = bigint.parts(s, weighted, n + 1)
     between = parts[0]
     for part in parts[1:n]:
