@@ -35,7 +35,7 @@ from mpcnet.featsel.msgini import MAX_RANKED_ROWS, split_table, square_fractions
 from mpcnet.ops import bigint
 from mpcnet.ops.bigint import Big
 from mpcnet.ops.compare import ltz
-from mpcnet.ops.fraction import Fractions, LimbPlan
+from mpcnet.ops.fraction import Fractions, LimbPlan, fewest_levels
 from mpcnet.schemes.base import Scheme, Shared, concat
 
 COUNT_BITS = MAX_RANKED_ROWS.bit_length()  # every count is below 2^24
@@ -72,9 +72,7 @@ async def _numerator(s: Scheme | None, squares: Big, sizes: list[Shared | None],
     p = squares.count // (2 * n)
     weighted = await times_other_sizes(s, squares, list(range(n)) * 2, sizes, m)
     parts = bigint.parts(s, weighted, 2 * n)
-    x, y = parts[0], parts[n]
-    for c in range(1, n):
-        x, y = await bigint.add(s, x, parts[c]), await bigint.add(s, y, parts[n + c])
+    x, y = await bigint.total(s, parts[:n]), await bigint.total(s, parts[n:])
     both = await bigint.mul_word(s, bigint.join(s, [x, y]),
                                  bigint.lanes(s, list(sides), p) if sides else None, m + 1)
     below, above = bigint.parts(s, both, 2)
@@ -113,16 +111,13 @@ def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
                          product * m + 1)
     if square is not None:
         return square
-    best = None
-    for width in _WIDTHS:
+    def at(width: int) -> LimbPlan:
         q = bigint.dry_run(_numerator(None, bigint.dry(2 * COUNT_BITS, width, 2 * n_classes),
                                       [None] * n_classes, None, m))
         d = bigint.dry(2 * COUNT_BITS, width, 1)
-        plan = LimbPlan(q.shape.limbs, d.shape.limbs, width, q.shape.bound, d.shape.bound,
+        return LimbPlan(q.shape.limbs, d.shape.limbs, width, q.shape.bound, d.shape.bound,
                         tie_range, signed=True)
-        if plan.fits() and (best is None or plan.levels < best.levels):
-            best = plan
-    return best
+    return fewest_levels(at(width) for width in _WIDTHS)
 
 
 async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int,

@@ -24,7 +24,7 @@ import numpy as np
 
 from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import split_table
-from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
+from mpcnet.ops.fraction import Fractions, LimbPlan, digits, fewest_levels, whole
 from mpcnet.ops.log2 import t_log2_t
 from mpcnet.plain.log2 import LOG_FRACTION_BITS
 from mpcnet.plain.scores import mi_offset
@@ -52,9 +52,8 @@ def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
     if direct.fits():
         return direct
     bits = (q_bound - 1).bit_length()
-    plans = [LimbPlan(-(-bits // w), 1, w, 1 << w, 2, tie_range) for w in _LIMB_WIDTHS]
-    fitting = [p for p in plans if p.fits()]
-    return min(fitting, key=lambda p: p.levels) if fitting else None
+    return fewest_levels(LimbPlan(-(-bits // w), 1, w, 1 << w, 2, tie_range)
+                         for w in _LIMB_WIDTHS)
 
 
 async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from mpcnet.errors import InputError
 from mpcnet.fixedpoint import MAX_ROWS
 from mpcnet.ops.compare import ltz
-from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
+from mpcnet.ops.fraction import Fractions, LimbPlan, digits, fewest_levels, whole
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 from mpcnet.schemes.base import join as join_shared
 
@@ -50,14 +50,10 @@ def square_plan(m: int, tie_range: int, q_bound: int, d_bound: int, square_bound
         return direct
     if square_bound > 1 << 64:
         return None
-    best = None
-    for w in _LIMB_WIDTHS:
-        plan = LimbPlan(-(-(square_bound - 1).bit_length() // w),
-                        -(-(d_bound - 1).bit_length() // w), w,
-                        (m + 1) * ((1 << w) - 1) + 1, 1 << w, tie_range)
-        if plan.fits() and (best is None or plan.levels < best.levels):
-            best = plan
-    return best
+    return fewest_levels(LimbPlan(-(-(square_bound - 1).bit_length() // w),
+                                  -(-(d_bound - 1).bit_length() // w), w,
+                                  (m + 1) * ((1 << w) - 1) + 1, 1 << w, tie_range)
+                         for w in _LIMB_WIDTHS)
 
 
 def _max_ranked_rows() -> int:

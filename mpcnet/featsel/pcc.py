@@ -35,7 +35,7 @@ from mpcnet.ops import bigint
 from mpcnet.ops.bigint import Big
 from mpcnet.ops.compare import ltz
 from mpcnet.ops.convert import a2b, b2a_masked, local_map
-from mpcnet.ops.fraction import Fractions, LimbPlan
+from mpcnet.ops.fraction import Fractions, LimbPlan, fewest_levels
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 
 U64 = np.uint64
@@ -80,9 +80,7 @@ async def _terms(s: Scheme | None, sums: Big, high: Big, middle: Big, low: Big,
     weighted = await times_other_sizes(s, await bigint.mul(s, terms, terms),
                                        [*range(n), None], sizes, m)
     parts = bigint.parts(s, weighted, n + 1)
-    between = parts[0]
-    for part in parts[1:n]:
-        between = await bigint.add(s, between, part)
+    between = await bigint.total(s, parts[:n])
     u = await bigint.add(s, await bigint.scale(s, between, m), parts[n], subtract=True)
     return u, v
 
@@ -104,13 +102,10 @@ def feature_bytes(setting: str, m: int, n_classes: int) -> int:
 def limb_plan(m: int, n_classes: int, tie_range: int) -> LimbPlan | None:
     """The plan of the fractions U / V of m rows and n classes, from a dry run of the formula
     at each limb width: the fewest levels that compare exactly."""
-    best = None
-    for width in _WIDTHS:
+    def at(width: int) -> LimbPlan:
         u, v = _dry_shapes(m, n_classes, width)
-        plan = LimbPlan(u.limbs, v.limbs, width, u.bound, v.bound, tie_range, signed=True)
-        if plan.fits() and (best is None or plan.levels < best.levels):
-            best = plan
-    return best
+        return LimbPlan(u.limbs, v.limbs, width, u.bound, v.bound, tie_range, signed=True)
+    return fewest_levels(at(width) for width in _WIDTHS)
 
 
 def sum_bits(m: int) -> int:

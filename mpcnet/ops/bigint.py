@@ -157,6 +157,14 @@ async def add(s: Scheme | None, a: Big, b: Big, subtract: bool = False) -> Big:
     return a._with(s.sub(x, y) if subtract else s.add(x, y), limbs, bound)
 
 
+async def total(s: Scheme | None, parts: list[Big]) -> Big:
+    """The sum of one or more Bigs of the same count."""
+    out = parts[0]
+    for part in parts[1:]:
+        out = await add(s, out, part)
+    return out
+
+
 async def scale(s: Scheme | None, a: Big, factor: int, shift: int = 0) -> Big:
     """a * factor * 2^shift for public factor >= 1 and shift >= 0."""
     whole, rest = divmod(shift, a.shape.width)

@@ -33,6 +33,7 @@ With one limb each (Lq = Ld = 1) this is the plain test V < 0, valid when X <= 2
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +86,13 @@ class LimbPlan:
     def tests_per_comparison(self) -> int:
         """Sign tests per comparison (for the cost model of ``mpcnet.ops.planner``)."""
         return 3 * (self.levels - 1) + 1
+
+
+def fewest_levels(plans: Iterable[LimbPlan]) -> LimbPlan | None:
+    """Of candidate layouts, the first of those that fit with the fewest levels (None if none
+    fits): how every score picks its limb width."""
+    fitting = [plan for plan in plans if plan.fits()]
+    return min(fitting, key=lambda plan: plan.levels) if fitting else None
 
 
 @dataclass(frozen=True, eq=False)
