@@ -95,17 +95,21 @@ def chi2_fraction(
     (n_c = 0, then A_c = B_c = 0) contribute nothing: b and n_c are replaced by 1 there.
     """
     a, b, A, B = mean_split_counts(X, codes, n_classes)
-    sizes = [max(int(v), 1) for v in (A + B)[0]] if a.size else [1] * n_classes
-    weights = [int(np.prod([sizes[o] for o in range(n_classes) if o != c], dtype=object))
-               for c in range(n_classes)]
-    return _weighted_fraction(a, b, A, B, weights)
+    sizes, total = class_sizes(codes, n_classes)
+    return _weighted_fraction(a, b, A, B, [total // n for n in sizes])
+
+
+def class_sizes(codes: np.ndarray, n_classes: int) -> tuple[list[int], int]:
+    """Every class's size, an absent class counted as 1 (as the servers do), and their
+    product P, common to every feature."""
+    sizes = [max(int(v), 1) for v in np.bincount(np.asarray(codes), minlength=n_classes)]
+    return sizes, int(np.prod(sizes, dtype=object))
 
 
 def chi2_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
     """The chi-square statistic of the mean split of every column (float64, for display)."""
     Q, D = chi2_fraction(X, codes, n_classes)
-    sizes = [max(int(v), 1) for v in np.bincount(np.asarray(codes), minlength=n_classes)]
-    m, total = np.asarray(X).shape[0], int(np.prod(sizes, dtype=object))
+    m, total = np.asarray(X).shape[0], class_sizes(codes, n_classes)[1]
     return np.array([float(m * (Fraction(q, d * total) - 1)) for q, d in zip(Q, D, strict=True)])
 
 
@@ -159,8 +163,7 @@ def pcc_fraction(
     c = _check(X, codes, n_classes)
     m = X.shape[0]
     big = X.astype(object)
-    sizes = [max(int((c == k).sum()), 1) for k in range(n_classes)]
-    total = int(np.prod(sizes, dtype=object))
+    sizes, total = class_sizes(c, n_classes)
     U, V = [], []
     for j in range(X.shape[1]):
         col = big[:, j]
@@ -176,8 +179,7 @@ def pcc_fraction(
 def pcc_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
     """|r| (two classes) or eta (n classes) of every column, float64, from ``pcc_fraction``."""
     U, V = pcc_fraction(X, codes, n_classes)
-    sizes = [max(int(v), 1) for v in np.bincount(np.asarray(codes), minlength=n_classes)]
-    total = int(np.prod(sizes, dtype=object))
+    total = class_sizes(codes, n_classes)[1]
     return np.array([math.sqrt(Fraction(u, v * total)) for u, v in zip(U, V, strict=True)])
 
 
