@@ -538,7 +538,12 @@ def test_restart_between_sharing_and_selection_loses_nothing(
 
 def test_with_a_server_down_every_command_fails_fast_naming_it(
         cluster: LocalCluster, files: dict[str, Path], tmp_path: Path) -> None:
-    """No job is queued that cannot run, and listings still answer, marking the server."""
+    """No job is queued that cannot run, and listings still answer, marking the server.
+    "Fast" means within the probe timeout, not the servers' connect timeout: the bound lies
+    half way between the two, so a slow interpreter start does not fail it but a client
+    waiting out ``connect_timeout`` does."""
+    t = cluster.dep.timeouts
+    limit = (t.probe + t.connect) / 2
     ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "fast",
                       "--label", "label"))
     ok(cluster.client("analyst", "select", "--dataset", "fast", "--k", "3", "--result",
@@ -559,7 +564,7 @@ def test_with_a_server_down_every_command_fails_fast_naming_it(
             r = cluster.client(who, *args)
             took = time.monotonic() - t0
             assert r.returncode == 3 and "carol" in r.stderr, (what, r.stderr)
-            assert took <= 3.0, f"{what} took {took:.1f} s with carol down"
+            assert took <= limit, f"{what} took {took:.1f} s with carol down"
             times[what] = took
             if what in ("datasets", "results", "jobs"):
                 assert "carol: DOWN" in r.stdout and "alice" not in r.stderr, r.stdout

@@ -118,6 +118,7 @@ def test_status_answers_while_a_dataset_loads(cluster: FaultCluster,
         ok(finish(proc))
     finally:
         cluster.faults("alice")
-    assert took < 1.0, f"status took {took:.2f} s while alice loaded a dataset for {delay} s"
+    # a blocked event loop would make the status wait out the load (or time out)
+    assert took < delay / 2, f"status took {took:.2f} s while alice loaded a dataset for {delay} s"
     report(request, f"session: status answered in {took:.2f} s while the coordinator's dataset "
            f"load took {delay} s; the job then succeeded")
