@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from mpcnet.errors import InputError
 from mpcnet.ops.planner import COSTS
 
-DEFAULT_MEMORY_BUDGET = 2 << 30
-"""Bytes of memory a server may use for one job (2 GiB)."""
+DEFAULT_MEMORY_BUDGET = 1 << 30
+"""Bytes of memory a server may use for one job (1 GiB: an active3 job of SpeedDating's size
+then peaks below 1 GB per server, in four blocks, no slower than in two; bench/README)."""
 
 SCORING_BYTES_PER_CELL = {name: costs.test_bytes for name, costs in COSTS.items()}
 """Peak bytes per data cell of a block being scored: one sign test with its check records,

@@ -378,7 +378,7 @@ class Spdz3(Rep3):
         the next party, its digest from the previous one, compared in the same round before
         anything uses it (the messages pass the fault hook as ``kind`` and ``kind``-hash)."""
         data = np.ascontiguousarray(data)
-        vouch = digest_words(hashlib.sha256(data[0].tobytes()))
+        vouch = digest_words(hashlib.sha256(data[0].data))
         hash_kind = "open-hash" if kind == "open-value" else f"{kind}-hash"
         got = await self.engine.exchange(
             {self.prev_party: self._outgoing(kind, self.prev_party, data[1]),
@@ -388,14 +388,19 @@ class Spdz3(Rep3):
         digest = self._received(got, self.prev_party, DIGEST_WORDS, "open consistency")
         self._observe("received", (kind, self.next_party, missing))
         self._observe("received", (hash_kind, self.prev_party, digest))
-        if not np.array_equal(digest, digest_words(hashlib.sha256(missing.tobytes()))):
+        if not np.array_equal(digest, digest_words(
+                hashlib.sha256(np.ascontiguousarray(missing).data))):
             raise CheatingDetected("open consistency",
                                    f"party {self.party}: the value from party {self.next_party} "
                                    f"does not match the digest from party {self.prev_party}")
         missing = missing.reshape(data.shape[1:])
         if binary:
-            return data[0] ^ data[1] ^ missing
-        return data[0] + data[1] + missing
+            opened = np.bitwise_xor(data[0], data[1])
+            opened ^= missing
+        else:
+            opened = np.add(data[0], data[1])
+            opened += missing
+        return opened
 
     async def open(self, x: Shared) -> np.ndarray:
         """x mod 2^64 (as uint64), after every pending check."""
