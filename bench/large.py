@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
 from bench import measure, report  # noqa: E402
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET  # noqa: E402
 
 SWEEPS = {"m": {"values": [10_000, 100_000, 300_000, 1_000_000], "p": 100, "k": 10},
           "p": {"values": [1_000, 5_000, 20_000], "m": 1_000, "k": 50}}
@@ -202,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench.large" + (" " + shlex.join(argv_used) if argv_used else ""),
         "date": time.strftime("%Y-%m-%d %H:%M"), "machine": report.machine(),
         "code": report.code_version(), "securities": securities, "points": points,
-        "load_start": load_start, "budget": "2 GiB (the default)"}
+        "load_start": load_start,
+        "budget": f"{DEFAULT_MEMORY_BUDGET / 2**30:g} GiB (the default)"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     try:
         result["plots"] = plot(result, args.out.parent)

@@ -68,8 +68,10 @@ CHECKS = {  # per setting, message kind -> the checks that may catch a deviation
         # the other holder's digest of each opened word of the AND check, in the same round
         "check-open-hash": {"open consistency"},
         # round 1 carries the triples and the MAC check's sums in one frame (its shape is
-        # checked as AND), round 2 the coin and alpha w (its shape is checked as coin)
+        # checked as AND), round 2 the coin and alpha w (its shape is checked as coin); the
+        # triples' digest goes the other way in round 1 and is relayed in round 2
         "mac-sum": {"MAC", "AND"}, "mac-product": {"MAC", "coin"}, "coin": {"coin"},
+        "triple-hash": {"AND"}, "triple-relay": {"AND", "coin"},
         # the claims of the zero tests travel hashed in the last frame
         "and-claim": {"AND"}, "mac-claim": {"MAC"},
         # the zero tests' digests travel in one frame (its shape is checked as MAC); the input

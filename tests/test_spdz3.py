@@ -7,17 +7,19 @@ parametrised suites and tests/test_cheating.py; here are the parts only this sch
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 
 import numpy as np
 import pytest
 
-from mpcnet.errors import CheatingDetected
+from mpcnet.errors import CheatingDetected, MPCError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.loopback import loopback_mesh
 from mpcnet.schemes import rep3
 from mpcnet.schemes.base import Shared
 from mpcnet.schemes.faults import FaultInjector
+from mpcnet.schemes.replicated import digest_words
 from mpcnet.schemes.spdz3 import SIGMA, Spdz3, check_plan
 
 U64 = np.uint64
@@ -32,14 +34,18 @@ def test_check_plan_reaches_the_statistical_security(n: int) -> None:
 
 class SameErrorEverywhere(FaultInjector):
     """Adds the same word to every word of every AND and triple message of ``party``, in
-    place (its own copies agree with what it sent): all triples and all ANDs carry the same
-    error, which passes every match; only the opened (cut) triples can show it."""
+    place (its own copies agree with what it sent), and commits to the changed triples (the
+    digest sent in the same round is theirs): all triples and all ANDs carry the same error,
+    which passes every match; only the opened (cut) triples can show it."""
 
     def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        if party != self.party or kind not in ("and", "triple"):
+        if party != self.party or kind not in ("and", "triple", "triple-hash"):
             return payload
+        if kind == "triple-hash":  # sent after the terms, in the same round
+            return digest_words(hashlib.sha256(self.terms.data))
         self.fired += 1
         payload += U64(self.delta)
+        self.terms = np.ascontiguousarray(payload)
         return payload
 
 
@@ -75,6 +81,73 @@ def test_the_same_error_on_every_and_and_triple_is_caught_by_the_cut(cheater: in
     honest = [o for i, o in enumerate(outcomes) if i != cheater]
     assert all(isinstance(o, CheatingDetected) for o in honest), honest
     assert {o.check for o in honest if isinstance(o, CheatingDetected)} <= {"AND"}
+
+
+class RushingCheater(Spdz3):
+    """Party 0 puts an error into its first AND, then plays the AND check's first two rounds
+    out of order (the review's attack): it commits to honest triple terms (without that,
+    party 1 sends no coin), reads party 1's coin word of the key it lacks, makes its terms
+    cancel the AND error under every pool's shift, and only then sends them to party 2. Before
+    the commitment, party 1 sent its coin on party 2's terms alone and this passed always."""
+
+    error = np.array([0xDEADBEEF, 0, 1 << 63], dtype=U64)
+    saw_coin = False
+
+    def _and_terms(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = super()._and_terms(a, b)
+        if a.shape[1:] == self.error.shape:  # the circuit's AND (triples are (pools, P))
+            out[0] ^= self.error
+        return out
+
+    async def _check(self, ands: list, sums: np.ndarray | None) -> None:
+        ch, nxt, prv = self.engine.channel, self.next_party, self.prev_party
+        triples = self._triple_terms(ands)
+        terms = triples[2][0]
+        await ch.send(nxt, digest_words(hashlib.sha256(terms.tobytes())))  # round 1, half
+        triples[2][1] = np.asarray(await ch.recv(nxt)).reshape(terms.shape)  # party 1's
+        relay = np.asarray(await ch.recv(prv))  # party 2's digest
+        honest_coin = np.asarray(await ch.recv(nxt)).reshape(-1)[:2]  # party 1's round 2
+        type(self).saw_coin = True
+        back_coin, forward_coin = self._next.words(2), self._prev.words(2)
+        seed = (back_coin ^ forward_coin ^ honest_coin).tobytes()
+        pools, size = terms.shape
+        n = sum(x.shape[1] for x, _, _ in ands)
+        error = np.zeros(n, dtype=U64)
+        error[:self.error.size] = self.error
+        for pool in range(pools):
+            digest = hashlib.sha256(b"match" + bytes([pool]) + seed).digest()
+            terms[pool, (np.arange(n) + int.from_bytes(digest, "little") % size) % size] ^= error
+        await ch.send(prv, np.ascontiguousarray(terms).reshape(-1))  # round 1, late
+        await ch.send(prv, back_coin)
+        await ch.send(nxt, np.concatenate([forward_coin, relay.reshape(-1)]))
+        await ch.recv(prv)  # party 2's round 2
+        await self._check_ands(ands, triples, seed)
+        await self._compare_digests(("AND", "MAC"))
+
+
+def test_a_cheater_who_holds_back_its_triples_until_it_sees_a_coin_is_caught() -> None:
+    rng = np.random.default_rng(5)
+    x, y = (rep3.share(rng.integers(0, 2**63, 3, dtype=np.int64).view(U64), binary=True)
+            for _ in range(2))
+
+    async def party(engine: RoundEngine) -> object:
+        s = await (RushingCheater if engine.party == 0 else Spdz3).setup(engine)
+        a, b = Shared(x[engine.party], 1, True), Shared(y[engine.party], 1, True)
+        z = await s.and_(a, b)
+        await s.checkpoint()
+        return await s.open_binary(z), s
+
+    async def main() -> list[object]:
+        engines = [RoundEngine(ch, round_timeout=2) for ch in loopback_mesh(3)]
+        return list(await asyncio.gather(*(party(e) for e in engines), return_exceptions=True))
+
+    RushingCheater.saw_coin = False
+    outcomes = asyncio.run(main())
+    assert RushingCheater.saw_coin  # it read the coin before it sent its terms
+    detected = outcomes[2]  # it receives party 0's terms and their relayed digest
+    assert isinstance(detected, CheatingDetected) and detected.check == "AND", outcomes
+    assert "relayed" in str(detected)
+    assert isinstance(outcomes[1], MPCError), outcomes  # it waits for party 2 in vain
 
 
 class FirstProductOff(FaultInjector):

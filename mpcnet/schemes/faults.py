@@ -21,12 +21,13 @@ KINDS: dict[str, tuple[str, ...]] = {
     # [F4] joint message passing, openings, the input check and key confirmation
     "active4": ("jmp-value", "jmp-hash", "open-value", "open-hash", "input-hash",
                 "key-confirm"),
-    # SPDZ-wise 3PC: products (value and MAC), circuit ANDs, triple generation, the MAC
-    # check's sums and its alpha w product, the coin, openings inside the checks, the values
-    # the zero tests claim (before hashing), user openings and the final digests
-    "active3": ("product", "and", "triple", "mac-sum", "coin", "mac-product", "check-open",
-                "check-open-hash", "and-claim", "mac-claim", "open-value", "open-hash",
-                "and-hash", "mac-hash", "input-hash"),
+    # SPDZ-wise 3PC: products (value and MAC), circuit ANDs, triple generation (the terms,
+    # their digest and its relay), the MAC check's sums and its alpha w product, the coin,
+    # openings inside the checks, the values the zero tests claim (before hashing), user
+    # openings and the final digests
+    "active3": ("product", "and", "triple", "triple-hash", "triple-relay", "mac-sum", "coin",
+                "mac-product", "check-open", "check-open-hash", "and-claim", "mac-claim",
+                "open-value", "open-hash", "and-hash", "mac-hash", "input-hash"),
 }
 
 

@@ -84,7 +84,13 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
   value a claim is computed from was reshared, opened with its digest checked, or is local.
 
 ``verify`` takes four rounds: triples with the MAC sums, coin with alpha w, the openings of
-the AND check, digests. A job too large to keep every record until its end calls
+the AND check, digests. "The coin after the triples" must hold for when honest parties send,
+not only for what they compute: each party sends its triple terms to the previous party and
+their digest to the next, which relays it in round 2 to the terms' receiver
+(``_check_commitment``), and sends its coin word only once it holds both neighbours' round-1
+messages; so the cheater's terms are fixed before any coin word it lacks leaves an honest
+party (a cheater that held back its terms until it had read one did pass any AND error before:
+found by review, docs/cheating.md). A job too large to keep every record until its end calls
 ``checkpoint`` after each block: the ANDs are checked then, and the MAC records are folded
 into each party's local terms of w and u (coefficients drawn then, nothing sent), so the MAC
 check stays one zero test over every record of the job (checking it in parts would leak:
@@ -534,17 +540,21 @@ class Spdz3(Rep3):
         """The AND check of ``ands`` and the MAC check of this party's terms ``sums`` of w
         and u (either may be absent), in the four rounds of ``verify``."""
         triples = self._triple_terms(ands)
-        # round 1: the triples' AND terms and the terms of w and u, to the previous party
+        # round 1: the triples' AND terms and the terms of w and u to the previous party, a
+        # digest of the terms to the next party (the commitment, relayed in round 2)
         back: list[_Part] = [] if triples is None else [("triple", triples[2][0])]
+        forward: list[_Part] = [] if triples is None else [("triple-hash", digest_words(
+            hashlib.sha256(np.ascontiguousarray(triples[2][0]).data)))]
         if sums is not None:
             back.append(("mac-sum", sums))
-        got, _ = await self._ring_round(back, [], "AND" if triples is not None else "MAC")
-        # round 2: the coin (it fixes the AND matching) and alpha w (MAC check)
+        got, committed = await self._ring_round(back, forward,
+                                                "AND" if triples is not None else "MAC")
+        # round 2: the coin (it fixes the AND matching), the relayed commitment and alpha w
         back, forward = [], []
         if triples is not None:
             triples[2][1] = got[0]
             back.append(("coin", self._next.words(2)))
-            forward.append(("coin", self._prev.words(2)))
+            forward += [("coin", self._prev.words(2)), ("triple-relay", committed[0])]
         if sums is not None:
             w_u = np.stack([sums, got[-1]], axis=1)  # (limb, slot, v): replicated w and u
             alpha_w = self._product_term(self._alpha[..., None], w_u[:, :, VALUE:VALUE + 1])
@@ -556,6 +566,7 @@ class Spdz3(Rep3):
             self._note_zero("MAC", ring128.sub(w_u[:, :, MAC:MAC + 1], alpha_w), binary=False)
         # round 3: the openings of the AND check
         if triples is not None:
+            self._check_commitment(got[0], from_prev[1])
             seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
             await self._check_ands(ands, triples, seed)
         # round 4: the digests of the zero tests
@@ -591,6 +602,19 @@ class Spdz3(Rep3):
         from the pairwise PRFs, so the component the other two parties share is one this
         party never learns."""
         return self._random128((count,))
+
+    def _check_commitment(self, terms: np.ndarray, relayed: np.ndarray) -> None:
+        """The triple terms the next party sent in round 1 must be those whose digest it sent
+        to the previous party in the same round (relayed here in round 2). An honest party
+        sends its coin only once it holds both its neighbours' round-1 messages, so the terms
+        were fixed before any coin word the cheater lacks was sent: without this, a cheater
+        could hold back its terms, read an honest coin word and make its terms cancel its
+        AND errors under the coin's shifts (found by review)."""
+        digest = digest_words(hashlib.sha256(np.ascontiguousarray(terms).data))
+        if not np.array_equal(relayed, digest):
+            raise CheatingDetected("AND", f"party {self.party}: the triple terms of party "
+                                          f"{self.next_party} do not match their digest "
+                                          f"relayed by party {self.prev_party}")
 
     def _seed(self, mine: tuple[np.ndarray, np.ndarray],
               third: tuple[np.ndarray, np.ndarray]) -> bytes:
