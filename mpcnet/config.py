@@ -100,7 +100,7 @@ class Deployment:
     timeouts: Timeouts = field(default_factory=Timeouts)
     max_frame_bytes: int = 1 << 30              # largest array one frame may carry (1 GiB)
     log_level: str = "INFO"
-    memory_budget: int = 1 << 30                # working memory per server for one job
+    memory_budget: int = 2 << 30                # working memory per server for one job
 
     # -- look-ups --------------------------------------------------------------------------
     @property
@@ -194,7 +194,7 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
     if not isinstance(max_frame, int) or max_frame < 1024:
         raise ConfigError(f"{where('deployment')} max_frame_bytes must be an integer >= 1024")
     log_level = str(dep.get("log_level", "INFO")).upper()
-    memory_budget = parse_size(dep.get("memory_budget", "1 GiB"), where("deployment"))
+    memory_budget = parse_size(dep.get("memory_budget", "2 GiB"), where("deployment"))
 
     tls = raw.get("tls", {})
     _check_keys(tls, {"ca", "dir"}, where("tls"))

@@ -47,7 +47,7 @@ def test_minimal_file_gets_defaults(tmp_path: Path) -> None:
     assert dep.server("a").cert == tmp_path / "certs" / "a.pem"
     assert dep.server("c").data_dir == tmp_path / "data" / "c"
     assert dep.timeouts == config.Timeouts()
-    assert dep.memory_budget == 1 << 30
+    assert dep.memory_budget == 2 << 30
     assert dep.client("x").may_upload("anything")
     assert dep.identity("x") == (tmp_path / "certs" / "x.pem", tmp_path / "certs" / "x.key")
 

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from mpcnet.errors import InputError
 from mpcnet.ops.planner import COSTS
 
-DEFAULT_MEMORY_BUDGET = 1 << 30
-"""Bytes of memory a server may use for one job (1 GiB: an active3 job of SpeedDating's size
-then peaks below 1 GB per server, in four blocks, no slower than in two; bench/README)."""
+DEFAULT_MEMORY_BUDGET = 2 << 30
+"""Bytes of memory a server may use for one job (2 GiB)."""
 
 SCORING_BYTES_PER_CELL = {name: costs.test_bytes for name, costs in COSTS.items()}
 """Peak bytes per data cell of a block being scored: one sign test with its check records,
@@ -34,6 +33,15 @@ WORD_BYTES = {"passive3": 16, "active3": 64, "active4": 24}
 
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
+
+CHECKED_CELLS = {"active3": 1 << 18}
+"""Most cells scored in one block where every block ends with a check of its ANDs (active3's
+``checkpoint``). MS-GINI's sign test queues about 6 AND words per cell, and an AND check costs
+the same per word from about 2^20 words on (``spdz3.check_plan``: 6.4 words sent per word at
+2^20, 6.0 from 2^21), so a larger block only saves the four rounds of one checkpoint, at
+about 2.4 kB per cell of peak memory (measured: SpeedDating in 4 blocks ran as fast as in 2,
+peaking at 0.8 GB per server instead of 1.7; bench/README). Scores whose cells cost more
+memory (``cell_cost``) have smaller blocks by the budget already."""
 
 MIN_TILE_CELLS = 4096
 """Rows of a column below which a tile is all overhead: the budget is refused instead."""
@@ -72,8 +80,8 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
            cell_cost: int = 1, per_feature: int = 0) -> Layout:
     """The blocks for this job within ``memory_budget`` bytes, for a score that holds
     ``cell_cost`` times a sign test's bytes per cell and ``per_feature`` bytes per feature
-    once its statistics are summed; refuses a budget too small for one column, or a tile of
-    MIN_TILE_CELLS rows of it."""
+    once its statistics are summed, and at most CHECKED_CELLS of them per block; refuses a
+    budget too small for one column, or a tile of MIN_TILE_CELLS rows of it."""
     per_cell = SCORING_BYTES_PER_CELL[setting] * cell_cost
     held = held_bytes(setting, m, n_classes, k) + per_feature
     usable = memory_budget - held
@@ -84,8 +92,9 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
                          f"{setting} needs at least {need / 2**20:,.0f} MiB, over the memory "
                          f"budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
                          "memory_budget)")
-    columns = min(p, (usable + per_feature) // (m * per_cell + per_feature))
-    tile_rows = m if columns >= 1 else usable // per_cell
+    cap = CHECKED_CELLS.get(setting, m * p)
+    columns = min(p, (usable + per_feature) // (m * per_cell + per_feature), cap // m)
+    tile_rows = m if columns >= 1 else min(usable // per_cell, max(cap, MIN_TILE_CELLS))
     product_cell = SCORING_BYTES_PER_CELL[setting]
     product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))
     return Layout(max(1, columns), tile_rows, product_rows, usable)
