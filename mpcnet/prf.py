@@ -34,13 +34,24 @@ class PRF:
 
     def words(self, shape: int | tuple[int, ...]) -> np.ndarray:
         """The next ``prod(shape)`` uint64 words of the stream."""
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        count = int(np.prod(shape, dtype=np.int64))
-        nbytes = 8 * count
-        out = np.empty(nbytes + 15, dtype=np.uint8)  # update_into needs block_size - 1 spare bytes
+        out = np.empty(shape, dtype=np.uint64)
+        self.fill(out)
+        return out
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write the next ``out.size`` words of the stream into the C-contiguous uint64 array
+        ``out`` (where they are wanted: a fresh array and a copy cost a pass over memory)."""
+        if out.dtype != np.uint64 or not out.flags.c_contiguous:
+            raise ValueError("PRF.fill needs a C-contiguous uint64 array")
+        view = memoryview(out.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+        # update_into needs block_size - 1 spare bytes after what it writes: the last bytes go
+        # through a small scratch buffer, the rest straight into ``out``
+        tail = min(len(view), 64)
         done = 0
-        while done < nbytes:
-            step = min(_CHUNK, nbytes - done)
-            self._enc.update_into(memoryview(self._zeros)[:step], memoryview(out[done:]))  # type: ignore[arg-type]
+        while done < len(view) - tail:
+            step = min(_CHUNK, len(view) - tail - done)
+            self._enc.update_into(memoryview(self._zeros)[:step], view[done:])
             done += step
-        return out[:nbytes].view(np.uint64).reshape(shape)
+        scratch = bytearray(tail + 15)
+        self._enc.update_into(memoryview(self._zeros)[:tail], scratch)
+        view[done:] = scratch[:tail]

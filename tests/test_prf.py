@@ -18,6 +18,27 @@ def test_same_key_same_stream_in_any_chunking() -> None:
     np.testing.assert_array_equal(whole, parts.ravel())
 
 
+@pytest.mark.parametrize("sizes", [(1,), (7, 8, 9), (200_000, 3), (131_072,), (131_080, 5)])
+def test_fill_continues_the_same_stream_as_words(sizes: tuple[int, ...]) -> None:
+    """In place or fresh, any sizes (also across the keystream chunk and its scratch tail)."""
+    key = random_key()
+    whole = PRF(key).words(sum(sizes))
+    prf, parts = PRF(key), []
+    for i, n in enumerate(sizes):
+        if i % 2:
+            parts.append(prf.words(n))
+        else:
+            out = np.zeros((2, n), dtype=np.uint64)[1]  # a contiguous row of a larger array
+            prf.fill(out)
+            parts.append(out)
+    np.testing.assert_array_equal(whole, np.concatenate(parts))
+
+
+def test_fill_refuses_what_it_cannot_write_in_place() -> None:
+    with pytest.raises(ValueError, match="C-contiguous uint64"):
+        PRF(random_key()).fill(np.zeros((4, 4), dtype=np.uint64)[:, 0])
+
+
 def test_large_draw_crosses_chunks_and_looks_uniform() -> None:
     words = PRF(random_key()).words(300_000)  # 2.4 MB, more than one keystream chunk
     bits = np.unpackbits(words.view(np.uint8))

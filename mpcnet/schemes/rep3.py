@@ -70,10 +70,14 @@ class Rep3(Scheme):
 
     def _zero(self, shape: tuple[int, ...]) -> np.ndarray:
         """This party's term of a 3-out-of-3 sharing of zero (Araki et al., section 2.2)."""
-        return self._next.words(shape) - self._prev.words(shape)
+        out = self._next.words(shape)
+        out -= self._prev.words(shape)
+        return out
 
     def _zero_xor(self, shape: tuple[int, ...]) -> np.ndarray:
-        return self._next.words(shape) ^ self._prev.words(shape)
+        out = self._next.words(shape)
+        out ^= self._prev.words(shape)
+        return out
 
     def _terms(self, shape: tuple[int, ...]) -> np.ndarray:
         """Room for a reshared result; row 0 takes this party's 3-out-of-3 term in place."""
@@ -129,7 +133,11 @@ class Rep3(Scheme):
     def _random_words(self, shape: tuple[int, ...]) -> np.ndarray:
         """Components x_i (key with party i-1) and x_{i+1} (key with party i+1) of a random
         value: each is derived by both its holders and unknown to the third party."""
-        return np.stack([self._prev.words(shape), self._next.words(shape)])
+        out = np.empty((2,) + shape, dtype=U64)
+        rows = out.reshape(2, -1)  # views, also for a scalar shape
+        self._prev.fill(rows[0])
+        self._next.fill(rows[1])
+        return out
 
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(self._random_words(shape), 1)

@@ -408,7 +408,12 @@ class Rep4(Scheme):
 
     def _random_words(self, shape: tuple[int, ...]) -> np.ndarray:
         """Component c from K_c: every holder derives it, party c never sees it."""
-        return np.stack([self._prf[c].words(shape) for c in held(self.party)])
+        components = held(self.party)
+        out = np.empty((len(components),) + shape, dtype=np.uint64)
+        rows = out.reshape(len(components), -1)  # views, also for a scalar shape
+        for row, c in zip(rows, components, strict=True):
+            self._prf[c].fill(row)
+        return out
 
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(self._random_words(shape), 1)
