@@ -2,14 +2,17 @@
 FROM python:3.11-slim
 
 WORKDIR /opt/mpcnet
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY mpcnet ./mpcnet
 COPY parties ./parties
 COPY client ./client
 COPY certs ./certs
 COPY data ./data
-# editable, so that the bundled data/ stays next to the code for mpc-demo and bench
-RUN pip install --no-cache-dir -e . \
+# editable, so that the bundled data/ stays next to the code for mpc-demo and bench; a C
+# compiler only for the build of the Z_2^128 loops (mpcnet/_ring128.c), removed after it
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir -e . \
+    && apt-get purge -y --auto-remove gcc libc6-dev && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home /var/lib/mpcnet mpc \
     && mkdir -p /var/lib/mpcnet /etc/mpcnet \
     && chown mpc /var/lib/mpcnet

@@ -1,4 +1,4 @@
-"""Layer: arithmetic. Z_2^128 on pairs of numpy uint64 limbs, fully vectorised.
+"""Layer: arithmetic. Z_2^128 on pairs of numpy uint64 limbs, with compiled loops.
 
 An element x = lo + 2^64 * hi is stored as an array of shape ``(2, *shape)`` with ``a[0] = lo``
 and ``a[1] = hi``, so a whole batch of 128-bit values is two uint64 arrays. Used where 64 bits
@@ -6,11 +6,11 @@ do not suffice, e.g. exact cross-multiplied comparison of Gini scores beyond m ~
 (docs/design.md, section 4) and the Z_2^(k+s) ring of SPDZ-wise (Cramer et al., SPDZ2k,
 CRYPTO 2018).
 
-Carries are recovered with unsigned comparisons (``lo < a_lo`` after an addition), products with
-the schoolbook method on 32-bit halves (Knuth, TAOCP vol. 2, 4.3.1, algorithm M). The matrix
-product is exact: operands are cut into w-bit pieces small enough that every piece product,
-summed over the inner dimension, stays below 2^53, so BLAS float64 matmuls compute them without
-rounding; the partial sums are shifted back and added with carries in Z_2^128.
+The ring operations are numpy ufuncs compiled from ``mpcnet/_ring128.c`` (unsigned __int128
+arithmetic, built by ``pip install``): one pass over memory per operation, with numpy's
+broadcasting. The numpy expressions they replace took 3 to 17 passes each (the product 17, the
+exact matrix product a float64 BLAS product per pair of 16-bit pieces), about a third of an
+active3 server's CPU time (docs/design.md, section 5, has the profile).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from mpcnet import _ring128  # type: ignore[attr-defined]
+
 U64 = np.uint64
 MASK64 = (1 << 64) - 1
 MASK128 = (1 << 128) - 1
-_M32 = U64(0xFFFFFFFF)
-_S32 = U64(32)
-_FLOAT_EXACT_BITS = 53  # float64 holds every integer below 2^53 exactly
 
 
 # -- conversion ----------------------------------------------------------------------------
@@ -77,78 +76,50 @@ def low64(a: np.ndarray) -> np.ndarray:
 
 
 # -- ring operations -----------------------------------------------------------------------
-def _result(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Room for a result of the broadcast logical shape of a and b."""
-    return np.empty((2,) + np.broadcast_shapes(np.shape(a)[1:], np.shape(b)[1:]), dtype=U64)
+def _apply(kernel: Any, *operands: Any) -> np.ndarray:
+    """``kernel`` over the limbs of 128-bit ``operands``, into one (2, *shape) array."""
+    limbs = [np.asarray(x, dtype=U64) for x in operands]
+    shape = np.broadcast_shapes(*(x.shape[1:] for x in limbs))
+    out = np.empty((2,) + shape, dtype=U64)
+    kernel(*(limb for x in limbs for limb in (x[0], x[1])), out=(out[0], out[1]))
+    return out
 
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a + b mod 2^128 (broadcasting over the logical shape)."""
-    out = _result(a, b)
-    np.add(a[0], b[0], out=out[0])
-    np.add(a[1], b[1], out=out[1])
-    out[1] += out[0] < a[0]  # the carry out of the low limb
-    return out
+    return _apply(_ring128.add, a, b)
 
 
 def sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a - b mod 2^128."""
-    out = _result(a, b)
-    np.subtract(a[1], b[1], out=out[1])
-    out[1] -= a[0] < b[0]  # the borrow into the low limb
-    np.subtract(a[0], b[0], out=out[0])
-    return out
+    return _apply(_ring128.sub, a, b)
 
 
 def neg(a: np.ndarray) -> np.ndarray:
     """-a mod 2^128."""
-    return sub(np.zeros_like(a), a)
-
-
-def _mul_high(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The high 64 bits of the 128-bit products of uint64 arrays (schoolbook on 32-bit
-    halves; Knuth, TAOCP vol. 2, 4.3.1, algorithm M). The low 64 bits are a * b itself."""
-    al, ah = a & _M32, a >> _S32
-    bl, bh = b & _M32, b >> _S32
-    cross = al * bh  # each partial product is below 2^64: no wrap
-    mid = (al * bl) >> _S32
-    mid += cross & _M32
-    high = ah * bh
-    high += cross >> _S32
-    np.multiply(ah, bl, out=cross)
-    mid += cross & _M32
-    high += cross >> _S32
-    high += mid >> _S32
-    return high
+    return _apply(_ring128.sub, zeros(()), a)
 
 
 def mul64_full(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The exact 128-bit product of uint64 arrays as (lo, hi)."""
     a = np.asarray(a, dtype=U64)
     b = np.asarray(b, dtype=U64)
-    return a * b, _mul_high(a, b)
+    return a * b, _ring128.mulhi(a, b)
 
 
 def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a * b mod 2^128: (a0 + 2^64 a1)(b0 + 2^64 b1) = a0 b0 + 2^64 (a0 b1 + a1 b0) mod 2^128."""
-    out = _result(a, b)
-    np.multiply(a[0], b[0], out=out[0])
-    out[1] = _mul_high(a[0], b[0])
-    out[1] += a[0] * b[1]  # uint64 wrap is exactly the mod 2^128 truncation
-    out[1] += a[1] * b[0]
-    return out
+    """a * b mod 2^128."""
+    return _apply(_ring128.mul, a, b)
+
+
+def dot2(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """a * b + c * d mod 2^128 in one pass (the cross terms of a replicated product)."""
+    return _apply(_ring128.dot2, a, b, c, d)
 
 
 def mul_u64(a: np.ndarray, c: np.ndarray | int) -> np.ndarray:
-    """a * c for uint64 (public) c, zero-extended; a scalar power of two is a shift."""
-    c = np.asarray(c, dtype=U64)
-    if c.ndim == 0 and int(c) and int(c) & (int(c) - 1) == 0:
-        return shl(np.asarray(a), int(c).bit_length() - 1)
-    out = _result(a, c[None])
-    np.multiply(a[0], c, out=out[0])
-    out[1] = _mul_high(a[0], c)
-    out[1] += a[1] * c
-    return out
+    """a * c for uint64 (public) c, zero-extended."""
+    return mul(a, from_u64(np.asarray(c, dtype=U64)))
 
 
 def shl(a: np.ndarray, s: int) -> np.ndarray:
@@ -211,72 +182,23 @@ def bit(a: np.ndarray, i: int) -> np.ndarray:
     return (np.asarray(a[limb]) >> U64(pos)) & U64(1)
 
 
-# -- matrix product ------------------------------------------------------------------------
-def _piece_width(inner: int) -> tuple[int, int]:
-    """Piece width w and piece count P such that P * inner * (2^w - 1)^2 < 2^53.
-
-    The partial sum S_s = sum_{i+j=s} A_i B_j has at most P * inner terms below 2^(2w), so every
-    intermediate BLAS sum is an integer below 2^53 and float64 arithmetic is exact.
-    """
-    for w in range(26, 0, -1):
-        pieces = -(-128 // w)
-        if pieces * max(inner, 1) * ((1 << w) - 1) ** 2 < (1 << _FLOAT_EXACT_BITS):
-            return w, pieces
-    raise ValueError(f"inner dimension {inner} too large for an exact float64 matmul")
-
-
-def _pieces(a: np.ndarray, w: int, count: int) -> list[np.ndarray]:
-    """The w-bit pieces of each element, least significant first, as float64 arrays."""
-    mask = U64((1 << w) - 1)
-    out = []
-    for i in range(count):
-        start = i * w
-        limb, pos = divmod(start, 64)
-        piece = a[limb] >> U64(pos)
-        if pos + w > 64 and limb == 0:
-            piece = piece | (a[1] << U64(64 - pos))
-        out.append((piece & mask).astype(np.float64))
-    return out
-
-
+# -- matrix product and sums -------------------------------------------------------------
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact matrix product in Z_2^128 of a (2, ..., m, n) and b (2, ..., n, k).
-
-    With A = sum_i 2^(wi) A_i and B = sum_j 2^(wj) B_j (w-bit pieces), A B mod 2^128 is
-    sum_s 2^(ws) S_s with S_s = sum_{i+j=s} A_i B_j over s < P only. Each A_i is multiplied
-    once (a float64 BLAS matmul) by the pieces [B_0 | .. | B_{P-1-i}] side by side, and the
-    column blocks are added into the S_s they belong to.
-    """
-    inner, k = a.shape[-1], b.shape[-1]
-    if b.shape[-2] != inner:
-        raise ValueError(f"matmul shapes {a.shape[1:]} and {b.shape[1:]} do not align")
-    w, count = _piece_width(inner)
-    used = count if a[1].any() else -(-64 // w)  # a below 2^64: its top pieces are zero
-    pa = _pieces(a, w, used)
-    pb = _pieces(b, w, count)
-    sums: list[np.ndarray] = []
-    for i in range(used):
-        product = np.matmul(pa[i], np.concatenate(pb[:count - i], axis=-1))
-        for j in range(count - i):
-            block = product[..., j * k:(j + 1) * k]
-            if i == 0:
-                sums.append(np.array(block))
-            else:
-                sums[i + j] += block
-    out = from_u64(sums[0].astype(U64))
-    for s in range(1, count):
-        out = add(out, shl(from_u64(sums[s].astype(U64)), w * s))
+    """Exact matrix product in Z_2^128 of a (2, ..., m, n) and b (2, ..., n, k), leading axes
+    broadcast."""
+    if np.shape(b)[-2] != np.shape(a)[-1]:
+        raise ValueError(f"matmul shapes {np.shape(a)[1:]} and {np.shape(b)[1:]} do not align")
+    a, b = np.asarray(a, dtype=U64), np.asarray(b, dtype=U64)
+    shape = np.broadcast_shapes(a.shape[1:-2], b.shape[1:-2]) + (a.shape[-2], b.shape[-1])
+    out = np.empty((2,) + shape, dtype=U64)
+    _ring128.matmul(a[0], a[1], b[0], b[1], out=(out[0], out[1]))
     return out
 
 
 def sum_(a: np.ndarray, axis: int) -> np.ndarray:
-    """Sum over a logical axis mod 2^128, carries counted exactly.
-
-    The low limb is summed as two 32-bit halves, whose uint64 sums cannot wrap for any axis
-    shorter than 2^32 elements; the high limb wraps like the ring does.
-    """
-    lo_lo = (a[0] & _M32).sum(axis=axis, dtype=U64)
-    lo_hi = (a[0] >> _S32).sum(axis=axis, dtype=U64)
-    hi = a[1].sum(axis=axis, dtype=U64)
-    total = add(from_u64(lo_lo), shl(from_u64(lo_hi), 32))
-    return add(total, np.stack([np.zeros_like(hi), hi]))
+    """Sum over a logical axis mod 2^128."""
+    a = np.asarray(a, dtype=U64)
+    lo, hi = np.moveaxis(a[0], axis, -1), np.moveaxis(a[1], axis, -1)
+    out = np.empty((2,) + lo.shape[:-1], dtype=U64)
+    _ring128.sum(lo, hi, out=(out[0], out[1]))
+    return out

@@ -79,5 +79,6 @@ def test_services_match_the_deployment_file(deploy: str) -> None:
 def test_dockerfile_installs_the_entry_points() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert "pip install" in text and "USER" in text
+    assert "COPY pyproject.toml setup.py " in text and "gcc" in text  # the compiled loops
     for folder in ("mpcnet", "parties", "client", "certs"):
         assert f"COPY {folder} " in text

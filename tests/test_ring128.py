@@ -170,3 +170,25 @@ def test_sum(xs: list[int]) -> None:
     a = r.from_int(np.array(xs, dtype=object).reshape(1, -1))
     assert ints(r.sum_(a, 1)) == [sum(xs) % MOD]
     assert ints(r.sum_(a, -1)) == [sum(xs) % MOD]
+
+
+def test_compiled_loops_follow_numpy_broadcasting_and_strides() -> None:
+    """Leading axes broadcast, transposed (strided) operands, batches of matrices and result
+    rows wider than the kernel's row buffer (256) are all exact."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 1 << 64, size=(2, 4, 1, 5), dtype=np.uint64)
+    y = rng.integers(0, 1 << 64, size=(2, 3, 5), dtype=np.uint64)
+    xi, yi = r.to_int(x), r.to_int(y)
+    assert (r.to_int(r.mul(x, y)) == (xi * yi) % MOD).all()
+    assert (r.to_int(r.dot2(x, y, y, x)) == (2 * xi * yi) % MOD).all()
+    assert (r.to_int(r.sub(y, x)) == (yi - xi) % MOD).all()
+    t = rng.integers(0, 1 << 64, size=(2, 7, 300), dtype=np.uint64)
+    ti = r.to_int(t)  # (7, 300); its transpose (300, 7) is a strided view
+    assert (r.to_int(r.sum_(np.swapaxes(t, 1, 2), 0)) == ti.sum(axis=1) % MOD).all()
+    wide = rng.integers(0, 1 << 64, size=(2, 7, 600), dtype=np.uint64)
+    want = ti.T.dot(r.to_int(wide)) % MOD
+    assert (r.to_int(r.matmul(np.swapaxes(t, 1, 2), wide)) == want).all()
+    batch = rng.integers(0, 1 << 64, size=(2, 3, 2, 7), dtype=np.uint64)
+    got = r.matmul(batch, wide)
+    for q in range(3):
+        assert (r.to_int(got[:, q]) == r.to_int(batch[:, q]).dot(r.to_int(wide)) % MOD).all()

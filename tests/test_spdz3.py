@@ -16,6 +16,7 @@ import pytest
 from mpcnet.errors import CheatingDetected, MPCError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.loopback import loopback_mesh
+from mpcnet.ops.compare import msb
 from mpcnet.schemes import rep3
 from mpcnet.schemes.base import Shared
 from mpcnet.schemes.faults import FaultInjector
@@ -42,11 +43,15 @@ class SameErrorEverywhere(FaultInjector):
         if party != self.party or kind not in ("and", "triple", "triple-hash"):
             return payload
         if kind == "triple-hash":  # sent after the terms, in the same round
-            return digest_words(hashlib.sha256(self.terms.data))
+            return digest_words(hashlib.sha256(self.salt + self.terms.tobytes()))
         self.fired += 1
         payload += U64(self.delta)
         self.terms = np.ascontiguousarray(payload)
         return payload
+
+    def observe(self, party: int, event: str, value: object) -> None:
+        if party == self.party and event == "triple-salt":
+            self.salt = value
 
 
 def _and_then_open(fault: FaultInjector | None) -> list[object]:
@@ -103,7 +108,8 @@ class RushingCheater(Spdz3):
         ch, nxt, prv = self.engine.channel, self.next_party, self.prev_party
         triples = self._triple_terms(ands)
         terms = triples[2][0]
-        await ch.send(nxt, digest_words(hashlib.sha256(terms.tobytes())))  # round 1, half
+        salt_out, _ = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
+        await ch.send(nxt, self._commitment(salt_out, terms))  # round 1, half
         triples[2][1] = np.asarray(await ch.recv(nxt)).reshape(terms.shape)  # party 1's
         relay = np.asarray(await ch.recv(prv))  # party 2's digest
         honest_coin = np.asarray(await ch.recv(nxt)).reshape(-1)[:2]  # party 1's round 2
@@ -148,6 +154,51 @@ def test_a_cheater_who_holds_back_its_triples_until_it_sees_a_coin_is_caught() -
     assert isinstance(detected, CheatingDetected) and detected.check == "AND", outcomes
     assert "relayed" in str(detected)
     assert isinstance(outcomes[1], MPCError), outcomes  # it waits for party 2 in vain
+
+
+class Curious(Spdz3):
+    """An honest party that keeps what it sees of the AND check, per party."""
+
+    view: dict[int, dict[str, object]] = {}
+
+    def _observe(self, event: str, value: object) -> None:
+        mine = self.view.setdefault(self.party, {})
+        if event == "received" and value[0] == "triple-hash":  # type: ignore[index]
+            mine["digest"] = np.array(value[2])  # type: ignore[index]
+        if event == "triple-salt":
+            mine["salt"] = value
+        super()._observe(event, value)
+
+    def _triple_terms(self, ands: list) -> object:
+        triples = super()._triple_terms(ands)
+        self.view.setdefault(self.party, {})["terms"] = None if triples is None else triples[2][0]
+        return triples
+
+
+def test_the_triple_commitment_tells_its_relayer_nothing_about_the_and_inputs() -> None:
+    """Party 2's triple terms go to party 1, their commitment to party 0, which lacks them
+    but, once rho and sigma are open, can rebuild them from a guess of the ANDs' inputs: an
+    unsalted digest matched exactly the right guess of a small secret (review). The digest is
+    salted by the key of party 2 and party 1, which party 0 lacks."""
+    shares = rep3.share(np.array([-3], dtype=np.int64).view(U64))
+
+    async def party(engine: RoundEngine) -> None:
+        s = await Curious.setup(engine)
+        (x,) = await s.input(shares[engine.party])
+        await msb(s, x)
+        await s.checkpoint()
+
+    async def main() -> None:
+        engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(3)]
+        await asyncio.gather(*(party(e) for e in engines))
+
+    Curious.view = {}
+    asyncio.run(main())
+    sender, relayer = Curious.view[2], Curious.view[0]
+    terms = np.ascontiguousarray(sender["terms"])
+    assert not np.array_equal(relayer["digest"], digest_words(hashlib.sha256(terms.data)))
+    assert np.array_equal(relayer["digest"], Spdz3._commitment(sender["salt"], terms))
+    assert relayer["salt"] != sender["salt"]  # the relayer's own salts come from other keys
 
 
 class FirstProductOff(FaultInjector):

@@ -86,14 +86,16 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
 ``verify`` takes four rounds: triples with the MAC sums, coin with alpha w, the openings of
 the AND check, digests. "The coin after the triples" must hold for when honest parties send,
 not only for what they compute: each party sends its triple terms to the previous party and
-their digest to the next, which relays it in round 2 to the terms' receiver
-(``_check_commitment``), and sends its coin word only once it holds both neighbours' round-1
-messages; so the cheater's terms are fixed before any coin word it lacks leaves an honest
-party (a cheater that held back its terms until it had read one did pass any AND error before:
-found by review, docs/cheating.md). A job too large to keep every record until its end calls
-``checkpoint`` after each block: the ANDs are checked then, and the MAC records are folded
-into each party's local terms of w and u (coefficients drawn then, nothing sent), so the MAC
-check stays one zero test over every record of the job (checking it in parts would leak:
+their digest, salted by the key it shares with that party, to the next, which relays it in
+round 2 to the terms' receiver (``_check_commitment``), and sends its coin word only once it
+holds both neighbours' round-1 messages; so the cheater's terms are fixed before any coin
+word it lacks leaves an honest party (a cheater that held back its terms until it had read one
+did pass any AND error before: found by review, docs/cheating.md).
+
+A job too large to keep every record until its end calls ``checkpoint`` after each block:
+the ANDs are checked then, and the MAC records are folded into each party's local terms of w
+and u (coefficients drawn then, nothing sent), so the MAC check stays one zero test over
+every record of the job (checking it in parts would leak:
 docs/active3.md).
 
 Why a subclass of ``Rep3`` rather than a wrapper around it (as MP-SPDZ's ``SpdzWise`` wraps a
@@ -269,8 +271,7 @@ class Spdz3(Rep3):
     def _product_term(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """This party's 3-out-of-3 term of the product of Z_2^128 sharings (limb, slot, ...):
         a_i (b_i + b_{i+1}) + a_{i+1} b_i plus its share of zero (Araki et al. 2016)."""
-        term = ring128.add(ring128.mul(a[:, 0], ring128.add(b[:, 0], b[:, 1])),
-                           ring128.mul(a[:, 1], b[:, 0]))
+        term = ring128.dot2(a[:, 0], ring128.add(b[:, 0], b[:, 1]), a[:, 1], b[:, 0])
         return ring128.add(term, self._zero128(term.shape[1:]))
 
     async def _product(self, a: np.ndarray, b: np.ndarray, kind: str = "product") -> np.ndarray:
@@ -543,8 +544,14 @@ class Spdz3(Rep3):
         # round 1: the triples' AND terms and the terms of w and u to the previous party, a
         # digest of the terms to the next party (the commitment, relayed in round 2)
         back: list[_Part] = [] if triples is None else [("triple", triples[2][0])]
-        forward: list[_Part] = [] if triples is None else [("triple-hash", digest_words(
-            hashlib.sha256(np.ascontiguousarray(triples[2][0]).data)))]
+        forward: list[_Part] = []
+        if triples is not None:
+            # salted with the key shared with the terms' receiver: the relayer lacks that
+            # component and its key, so the digest tells it nothing (unsalted, it tested
+            # guesses of the ANDs' inputs once rho and sigma were open: review)
+            salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
+            self._observe("triple-salt", salt_out)
+            forward.append(("triple-hash", self._commitment(salt_out, triples[2][0])))
         if sums is not None:
             back.append(("mac-sum", sums))
         got, committed = await self._ring_round(back, forward,
@@ -566,7 +573,7 @@ class Spdz3(Rep3):
             self._note_zero("MAC", ring128.sub(w_u[:, :, MAC:MAC + 1], alpha_w), binary=False)
         # round 3: the openings of the AND check
         if triples is not None:
-            self._check_commitment(got[0], from_prev[1])
+            self._check_commitment(got[0], from_prev[1], salt_in)
             seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
             await self._check_ands(ands, triples, seed)
         # round 4: the digests of the zero tests
@@ -592,8 +599,8 @@ class Spdz3(Rep3):
                 z = data[..., start:start + _CHUNK]  # (limb, slot, v, c)
                 r = self._coefficients(z.shape[-1])  # (limb, slot, c)
                 self._observe("mac-coefficients", (entry, start, r))
-                term = ring128.add(ring128.mul(r[:, 0, None], ring128.add(z[:, 0], z[:, 1])),
-                                   ring128.mul(r[:, 1, None], z[:, 0]))
+                term = ring128.dot2(r[:, 0, None], ring128.add(z[:, 0], z[:, 1]),
+                                    r[:, 1, None], z[:, 0])
                 total = ring128.add(total, ring128.sum_(term, axis=-1))
         return ring128.add(total, self._zero128((2,)))
 
@@ -603,15 +610,23 @@ class Spdz3(Rep3):
         party never learns."""
         return self._random128((count,))
 
-    def _check_commitment(self, terms: np.ndarray, relayed: np.ndarray) -> None:
+    @staticmethod
+    def _commitment(salt: bytes, terms: np.ndarray) -> np.ndarray:
+        """The digest binding the triple terms, salted by the key of their sender and
+        receiver: once rho and sigma are open, the terms are a function of the ANDs' inputs,
+        so an unsalted digest would let the relayer test guesses of them (found by review)."""
+        h = hashlib.sha256(salt)
+        h.update(np.ascontiguousarray(terms).data)
+        return digest_words(h)
+
+    def _check_commitment(self, terms: np.ndarray, relayed: np.ndarray, salt: bytes) -> None:
         """The triple terms the next party sent in round 1 must be those whose digest it sent
         to the previous party in the same round (relayed here in round 2). An honest party
         sends its coin only once it holds both its neighbours' round-1 messages, so the terms
         were fixed before any coin word the cheater lacks was sent: without this, a cheater
         could hold back its terms, read an honest coin word and make its terms cancel its
         AND errors under the coin's shifts (found by review)."""
-        digest = digest_words(hashlib.sha256(np.ascontiguousarray(terms).data))
-        if not np.array_equal(relayed, digest):
+        if not np.array_equal(relayed, self._commitment(salt, terms)):
             raise CheatingDetected("AND", f"party {self.party}: the triple terms of party "
                                           f"{self.next_party} do not match their digest "
                                           f"relayed by party {self.prev_party}")
