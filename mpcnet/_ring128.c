@@ -3,7 +3,9 @@
  * An element is two uint64 limbs (lo, hi), passed as separate arrays, so each operation is one
  * generalised ufunc with numpy's broadcasting, strides and out= arguments, and one pass over
  * memory. The arithmetic is the compiler's unsigned __int128 (GCC and Clang on 64-bit
- * targets), whose wrap-around is exactly the reduction mod 2^128.
+ * targets), whose wrap-around is exactly the reduction mod 2^128. Outputs must not overlap
+ * inputs (numpy does not guard the core dimensions of a generalised ufunc): mpcnet.ring128
+ * always passes fresh arrays.
  */
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION

@@ -77,11 +77,12 @@ def low64(a: np.ndarray) -> np.ndarray:
 
 # -- ring operations -----------------------------------------------------------------------
 def _apply(kernel: Any, *operands: Any) -> np.ndarray:
-    """``kernel`` over the limbs of 128-bit ``operands``, into one (2, *shape) array."""
+    """``kernel`` over the limbs of 128-bit ``operands``, into a fresh (2, *shape) array (the
+    compiled loops must not write over their inputs)."""
     limbs = [np.asarray(x, dtype=U64) for x in operands]
     shape = np.broadcast_shapes(*(x.shape[1:] for x in limbs))
     out = np.empty((2,) + shape, dtype=U64)
-    kernel(*(limb for x in limbs for limb in (x[0], x[1])), out=(out[0], out[1]))
+    kernel(*(limb for x in limbs for limb in (x[0], x[1])), out=(out[0, ...], out[1, ...]))
     return out
 
 
@@ -186,9 +187,11 @@ def bit(a: np.ndarray, i: int) -> np.ndarray:
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Exact matrix product in Z_2^128 of a (2, ..., m, n) and b (2, ..., n, k), leading axes
     broadcast."""
-    if np.shape(b)[-2] != np.shape(a)[-1]:
-        raise ValueError(f"matmul shapes {np.shape(a)[1:]} and {np.shape(b)[1:]} do not align")
     a, b = np.asarray(a, dtype=U64), np.asarray(b, dtype=U64)
+    if a.ndim < 3 or b.ndim < 3:
+        raise ValueError(f"matmul needs matrices, got shapes {a.shape[1:]} and {b.shape[1:]}")
+    if b.shape[-2] != a.shape[-1]:
+        raise ValueError(f"matmul shapes {a.shape[1:]} and {b.shape[1:]} do not align")
     shape = np.broadcast_shapes(a.shape[1:-2], b.shape[1:-2]) + (a.shape[-2], b.shape[-1])
     out = np.empty((2,) + shape, dtype=U64)
     _ring128.matmul(a[0], a[1], b[0], b[1], out=(out[0], out[1]))
@@ -200,5 +203,5 @@ def sum_(a: np.ndarray, axis: int) -> np.ndarray:
     a = np.asarray(a, dtype=U64)
     lo, hi = np.moveaxis(a[0], axis, -1), np.moveaxis(a[1], axis, -1)
     out = np.empty((2,) + lo.shape[:-1], dtype=U64)
-    _ring128.sum(lo, hi, out=(out[0], out[1]))
+    _ring128.sum(lo, hi, out=(out[0, ...], out[1, ...]))
     return out

@@ -192,3 +192,11 @@ def test_compiled_loops_follow_numpy_broadcasting_and_strides() -> None:
     got = r.matmul(batch, wide)
     for q in range(3):
         assert (r.to_int(got[:, q]) == r.to_int(batch[:, q]).dot(r.to_int(wide)) % MOD).all()
+
+
+def test_single_elements_and_vectors() -> None:
+    """0-d results work; a vector is no matrix (a clear error)."""
+    assert ints(r.mul_u64(r.from_int(5), 4)) == [20]
+    assert ints(r.sum_(r.from_int([1, MOD - 1, 7]), 0)) == [7]
+    with pytest.raises(ValueError, match="needs matrices"):
+        r.matmul(r.from_int([1, 2]), r.from_int([[3], [4]]))
