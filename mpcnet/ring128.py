@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from mpcnet import _ring128  # type: ignore[attr-defined]
+try:
+    from mpcnet import _ring128  # type: ignore[attr-defined]
+except ImportError as e:  # a checkout that was not installed
+    raise ImportError("mpcnet's compiled loops (mpcnet/_ring128.c) are not built here: install "
+                      "the checkout (`make test`, or `pip install -e .`), or build them in place "
+                      "with `python setup.py build_ext --inplace`") from e
 
 U64 = np.uint64
 MASK64 = (1 << 64) - 1
