@@ -10,6 +10,7 @@ buffer (allocation, not AES, dominates otherwise).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -55,3 +56,12 @@ class PRF:
         scratch = bytearray(tail + 15)
         self._enc.update_into(memoryview(self._zeros)[:tail], scratch)
         view[done:] = scratch[:tail]
+
+
+def stacked_words(prfs: Sequence[PRF], shape: tuple[int, ...]) -> np.ndarray:
+    """The next words of each stream in ``prfs``, one row each: (len(prfs), *shape), each row
+    written in place (the components of a replicated random value)."""
+    out = np.empty((len(prfs),) + shape, dtype=np.uint64)
+    for row, prf in zip(out.reshape(len(prfs), -1), prfs, strict=True):  # views, also for ()
+        prf.fill(row)
+    return out

@@ -14,7 +14,7 @@ import numpy as np
 
 from mpcnet import ring
 from mpcnet.net.engine import RoundEngine
-from mpcnet.prf import PRF
+from mpcnet.prf import PRF, stacked_words
 from mpcnet.ring import to_ring
 from mpcnet.schemes.base import Public, Scheme, Shared
 from mpcnet.schemes.faults import FaultInjector
@@ -133,11 +133,7 @@ class Rep3(Scheme):
     def _random_words(self, shape: tuple[int, ...]) -> np.ndarray:
         """Components x_i (key with party i-1) and x_{i+1} (key with party i+1) of a random
         value: each is derived by both its holders and unknown to the third party."""
-        out = np.empty((2,) + shape, dtype=U64)
-        rows = out.reshape(2, -1)  # views, also for a scalar shape
-        self._prev.fill(rows[0])
-        self._next.fill(rows[1])
-        return out
+        return stacked_words((self._prev, self._next), shape)
 
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(self._random_words(shape), 1)

@@ -53,7 +53,7 @@ import numpy as np
 from mpcnet import ring
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
-from mpcnet.prf import KEY_BYTES, PRF, random_key
+from mpcnet.prf import KEY_BYTES, PRF, random_key, stacked_words
 from mpcnet.schemes.base import Public, Scheme, Shared, broadcast_data
 from mpcnet.schemes.faults import KINDS, FaultInjector
 from mpcnet.schemes.replicated import (
@@ -408,12 +408,7 @@ class Rep4(Scheme):
 
     def _random_words(self, shape: tuple[int, ...]) -> np.ndarray:
         """Component c from K_c: every holder derives it, party c never sees it."""
-        components = held(self.party)
-        out = np.empty((len(components),) + shape, dtype=np.uint64)
-        rows = out.reshape(len(components), -1)  # views, also for a scalar shape
-        for row, c in zip(rows, components, strict=True):
-            self._prf[c].fill(row)
-        return out
+        return stacked_words([self._prf[c] for c in held(self.party)], shape)
 
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(self._random_words(shape), 1)
