@@ -1,5 +1,6 @@
-"""The private scores of mpcnet.featsel.scores (chi2, mi beside ms-gini) against their exact
-plaintext references, under every scheme: same selection, same order, ties included."""
+"""The private scores of mpcnet.featsel.scores (chi2, mi, pcc, gini beside ms-gini) against
+their exact plaintext references, under every scheme: same selection, same order, ties
+included."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from mpcnet.featsel.scores import SCORES, score
 from mpcnet.plain.scores import SCORE_FRACTIONS, score_fraction
 from mpcnet.plain.select import topk_fraction
 
-NEW_SCORES = ("chi2", "mi", "pcc")
+NEW_SCORES = ("chi2", "mi", "pcc", "gini")
 
 
 def expected(ds: EncodedDataset, name: str, k: int) -> list[int]:
@@ -26,9 +27,10 @@ def expected(ds: EncodedDataset, name: str, k: int) -> list[int]:
 
 
 def test_every_private_score_has_its_reference() -> None:
-    assert set(SCORES) == set(SCORE_FRACTIONS) == {"ms-gini", "chi2", "mi", "pcc"}
-    with pytest.raises(InputError, match="unknown score 'gini'; available: ms-gini, chi2, mi, pcc"):
-        score("gini")
+    assert set(SCORES) == set(SCORE_FRACTIONS) == {"ms-gini", "chi2", "mi", "pcc", "gini"}
+    with pytest.raises(InputError, match="unknown score 'gi'; available: ms-gini, chi2, mi, pcc, "
+                                         "gini"):
+        score("gi")
 
 
 @pytest.mark.parametrize("name,k", [("lsvt", 10), ("cogload", 5)])
@@ -44,13 +46,14 @@ def test_bundled_selection_equals_the_reference(scheme: str, name: str, k: int,
     np.testing.assert_array_equal(run.exponents, ds.exponents[chosen])
 
 
-@pytest.mark.parametrize("score_name", NEW_SCORES)
+@pytest.mark.parametrize("score_name", [*NEW_SCORES[:-1],
+                                        pytest.param("gini", marks=pytest.mark.slow)])
 def test_speeddating_needs_limbs_and_still_equals_the_reference(score_name: str) -> None:
     ds = encode_table(read_bundled("speeddating"))
     chosen = expected(ds, score_name, 67)
     run = select_in_process("passive3", ds.values, ds.label_matrix, ds.n_classes, 67,
                             ds.exponents, score=score_name)
-    if score_name != "mi":  # 8378 rows: cross products of 73 bits and more
+    if score_name not in ("mi", "gini"):  # 8378 rows: cross products of 73 bits and more
         assert run.plan["levels"] > 1
     assert run.indices.tolist() == chosen
 
@@ -73,7 +76,7 @@ def test_multiclass_constant_features_ties_and_an_absent_class(
         np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
 
 
-@pytest.mark.parametrize("score_name", NEW_SCORES)
+@pytest.mark.parametrize("score_name", NEW_SCORES[:-1])
 def test_blocks_and_tiles_of_rows_give_the_same_selection(
         scheme: str, score_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from mpcnet.featsel import layout
@@ -88,6 +91,35 @@ def test_blocks_and_tiles_of_rows_give_the_same_selection(
                             memory_budget=budget, score=score_name)
     assert run.plan["tile_rows"] == 70 and run.plan["block_columns"] == 1
     assert run.indices.tolist() == expected(ds, score_name, 3)
+
+
+def test_gini_scores_blocks_of_whole_columns_and_never_tiles(scheme: str) -> None:
+    """The best split needs each column sorted whole: a budget of two columns cuts the job into
+    blocks of two, and a budget below one column is refused, where other scores would tile."""
+    from mpcnet.featsel.layout import layout
+
+    ds = _synthetic(300, 6, 3, seed=34)
+    per_cell = SCORING_BYTES_PER_CELL[scheme] * score("gini").cell_cost
+    budget = held_bytes(scheme, 300, 3, 3) + 2 * 300 * per_cell
+    run = select_in_process(scheme, ds.values, ds.label_matrix, 3, 3, ds.exponents,
+                            memory_budget=budget, score="gini")
+    assert run.plan["tile_rows"] == 300 and run.plan["block_columns"] == 2
+    assert run.indices.tolist() == expected(ds, "gini", 3)
+    with pytest.raises(InputError, match="needs at least"):
+        layout(scheme, 300, 6, 3, 3, budget - 2 * 300 * per_cell + 299 * per_cell,
+               score("gini").cell_cost, 0, True)
+
+
+def test_gini_in_digits_past_the_whole_tournament() -> None:
+    """Past about 10,900 rows the tournament's cross products pass 2^63 and its fractions are
+    compared in digits; the selection still equals the reference."""
+    from mpcnet.featsel.msgini import limb_plan
+
+    assert limb_plan(10_000, 1).levels == 1 and limb_plan(12_000, 1).levels > 1
+    ds = _synthetic(12_000, 4, 2, seed=12)
+    run = select_in_process("passive3", ds.values, ds.label_matrix, 2, 2, ds.exponents,
+                            score="gini", round_timeout=300)
+    assert run.indices.tolist() == expected(ds, "gini", 2)
 
 
 def test_chi2_switches_to_limbs_where_its_weights_pass_a_word(scheme: str) -> None:

@@ -72,7 +72,7 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     m, p = data.shape[-2:]
     scoring = score(score_name)
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
-                 scoring.feature_bytes(s.name, m, n_classes))
+                 scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)
     if cut.columns >= p:
         whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels)
         return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
@@ -93,7 +93,7 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
         raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
     scoring.check_rows(m, n_classes)
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
-                 scoring.feature_bytes(s.name, m, n_classes))
+                 scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)
     topk = planner.choose(s.name, p, k, lambda ties: scoring.limb_plan(m, n_classes, ties),
                           cut.usable, method)
     with s.engine.phase("scoring"):

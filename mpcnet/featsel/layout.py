@@ -77,15 +77,16 @@ def feature_bytes(setting: str, values: int, limbs: int = 1) -> int:
 
 
 def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
-           cell_cost: int = 1, per_feature: int = 0) -> Layout:
+           cell_cost: int = 1, per_feature: int = 0, whole_columns: bool = False) -> Layout:
     """The blocks for this job within ``memory_budget`` bytes, for a score that holds
     ``cell_cost`` times a sign test's bytes per cell and ``per_feature`` bytes per feature
-    once its statistics are summed, and at most CHECKED_CELLS of them per block; refuses a
-    budget too small for one column, or a tile of MIN_TILE_CELLS rows of it."""
+    once its statistics are summed, and at most CHECKED_CELLS of them per block (or one
+    column, for a score of ``whole_columns``); refuses a budget too small for one column, or
+    a tile of MIN_TILE_CELLS rows of it where tiles are allowed."""
     per_cell = SCORING_BYTES_PER_CELL[setting] * cell_cost
     held = held_bytes(setting, m, n_classes, k) + per_feature
     usable = memory_budget - held
-    smallest = min(m, MIN_TILE_CELLS) * per_cell  # one column, or one tile of it
+    smallest = (m if whole_columns else min(m, MIN_TILE_CELLS)) * per_cell
     if usable < smallest:
         need = held + smallest
         raise InputError(f"a job on {m:,} rows with {n_classes} classes and k = {k} under "
@@ -93,7 +94,8 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
                          f"budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
                          "memory_budget)")
     cap = CHECKED_CELLS.get(setting, m * p)
-    columns = min(p, (usable + per_feature) // (m * per_cell + per_feature), cap // m)
+    columns = min(p, (usable + per_feature) // (m * per_cell + per_feature),
+                  max(cap // m, 1 if whole_columns else 0))
     tile_rows = m if columns >= 1 else min(usable // per_cell, max(cap, MIN_TILE_CELLS))
     product_cell = SCORING_BYTES_PER_CELL[setting]
     product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))

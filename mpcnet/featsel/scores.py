@@ -10,11 +10,14 @@ revealed (nothing but D'):
   (``mpcnet.featsel.chi2``),
 - ``mi``: the mutual information of the same mean split with the class (``mpcnet.featsel.mi``),
 - ``pcc``: the squared correlation with the class, or the correlation ratio for n classes
-  (``mpcnet.featsel.pcc``).
+  (``mpcnet.featsel.pcc``),
+- ``gini``: the Gini impurity of the best split over all thresholds, CART's (GI in the
+  paper's Table I; ``mpcnet.featsel.gini``: each column sorted obliviously).
 
 The first three share the split's class counts (``mpcnet.featsel.msgini.class_counts``, which
 needs the column sums first when a column is read in tiles); the statistics of ``pcc`` are sums
-that need no mean. Statistics add up over tiles of rows. Each score has its exact plaintext
+that need no mean. Statistics add up over tiles of rows, except those of ``gini``, which needs
+whole columns. Each score has its exact plaintext
 reference in ``mpcnet.plain.scores.SCORE_FRACTIONS``.
 """
 
@@ -24,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from mpcnet.errors import InputError
-from mpcnet.featsel import chi2, mi, msgini, pcc
+from mpcnet.featsel import chi2, gini, mi, msgini, pcc
 from mpcnet.fixedpoint import VALUE_BITS
 from mpcnet.ops.fraction import Fractions, LimbPlan
 from mpcnet.schemes.base import Scheme, Shared
@@ -47,6 +50,7 @@ class Score:
     value_bits: int | None = None  # the widest encoded values it handles (None: any stored)
     feature_bytes: Callable[[str, int, int], int] = lambda setting, m, n: 0  # per feature,
     # once the statistics are summed (``featsel.layout.layout``'s ``per_feature``)
+    whole_columns: bool = False  # the statistics need every row of a column at once
 
 
 async def _split_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
@@ -83,6 +87,9 @@ SCORES = {
     "pcc": Score("pcc", pcc.limb_plan, _rows("pcc"), pcc.statistics,
                  pcc.fractions_of_statistics, False, pcc.CELL_COST, VALUE_BITS,
                  pcc.feature_bytes),
+    "gini": Score("gini", lambda m, n, ties: msgini.limb_plan(m, ties), _rows("gini"),
+                  gini.statistics, gini.of_statistics, False, gini.CELL_COST,
+                  whole_columns=True),
 }
 DEFAULT_SCORE = "ms-gini"
 

@@ -7,8 +7,10 @@ G = a - A.A/a + b - B.B/b = m - Q/D with Q = b*A.A + a*B.B and D = a*b, is retur
 integer pair (Q, D); lower G means higher Q/D. An empty '>' side (b = 0, a constant feature)
 contributes 0, which b1 = max(b, 1) gives; the '<=' side always holds the smallest value.
 
-GI (best-threshold Gini impurity), PCC and MI are the other scores of the paper's Table I,
-computed in float64.
+The other private scores have exact references too (``SCORE_FRACTIONS``): chi-square and MI of
+the same mean split, the squared correlation, and GI, the best-split Gini impurity. GI, PCC and
+MI as in the paper's Table I (any threshold, |r| with the class code, equal-width bins) are also
+given in float64 for the accuracy experiment.
 """
 
 from __future__ import annotations
@@ -183,8 +185,64 @@ def pcc_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
     return np.array([math.sqrt(Fraction(u, v * total)) for u, v in zip(U, V, strict=True)])
 
 
+def msgini_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """MS-GINI G = m - Q/D (Protocol 2 without 1/m) as float64, for display; lower is better."""
+    Q, D = msgini_fraction(X, codes, n_classes)
+    m = np.asarray(X).shape[0]
+    return np.array([float(m - Fraction(q, d)) for q, d in zip(Q, D, strict=True)])
+
+
+def gini_fraction(
+    X: np.ndarray, codes: np.ndarray, n_classes: int
+) -> tuple[list[int], list[int]]:
+    """The Gini impurity of every column's best split x <= t (CART; GI in Table I) as the exact
+    fraction Q/D of MS-GINI's form, higher is better: impurity = (m - Q/D) / m.
+
+    Candidate i = 1..m puts the i smallest values on the left (a = i, b = m - i); with the class
+    counts A and B of the sides, Q_i = b' A.A + a B.B and D_i = a b', b' = max(b, 1)
+    (``mpcnet.featsel.gini``). A split between equal values is none (Q_i = 0); i = m (no split)
+    is always a candidate, so a constant column scores the impurity of the whole set. Returns
+    the best candidate's (Q, D) per column (any of equal ones: they are the same score).
+    """
+    X = np.asarray(X)
+    c = _check(X, codes, n_classes)
+    m, p = X.shape
+    order = np.argsort(X, axis=0, kind="stable")
+    sorted_x = np.take_along_axis(X, order, axis=0)
+    onehot = (c[:, None] == np.arange(n_classes)[None, :]).astype(np.int64)
+    left = np.cumsum(onehot[order], axis=0)  # (m, p, n): class counts of the i + 1 smallest
+    x = (left * left).sum(axis=2)
+    right = onehot.sum(axis=0) - left
+    y = (right * right).sum(axis=2)
+    a = np.arange(1, m + 1, dtype=np.int64)[:, None]
+    b1 = np.maximum(m - a, 1)
+    if (m + 1) ** 3 >= 2**62:  # Q_i would pass int64
+        x, y, a, b1 = (v.astype(object) for v in (x, y, a, b1))
+    q = b1 * x + a * y
+    valid = np.ones((m, p), dtype=bool)
+    valid[:-1] = sorted_x[:-1] < sorted_x[1:]
+    q = np.where(valid, q, 0)
+    d = np.broadcast_to(a * b1, (m, p))
+    near = q.astype(np.float64) / d.astype(np.float64)
+    Q, D = [], []
+    for j in range(p):  # the exact best among those the float ratio cannot tell apart
+        top = np.flatnonzero(near[:, j] >= near[:, j].max() * (1 - 1e-9))
+        best = max(top, key=lambda i: Fraction(int(q[i, j]), int(d[i, j])))
+        Q.append(int(q[best, j]))
+        D.append(int(d[best, j]))
+    return Q, D
+
+
+def gini_best_split(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """Gini impurity at each column's best threshold (``gini_fraction``) as float64; lower is
+    better."""
+    m = np.asarray(X).shape[0]
+    Q, D = gini_fraction(X, codes, n_classes)
+    return np.array([float((m - Fraction(q, d)) / m) for q, d in zip(Q, D, strict=True)])
+
+
 SCORE_FRACTIONS = {"ms-gini": msgini_fraction, "chi2": chi2_fraction, "mi": mi_fraction,
-                   "pcc": pcc_fraction}
+                   "pcc": pcc_fraction, "gini": gini_fraction}
 """The private scores' exact references: name -> (X, codes, n) -> (Q, D), higher Q/D better."""
 
 
@@ -194,42 +252,6 @@ def score_fraction(score: str, X: np.ndarray, codes: np.ndarray, n_classes: int
     if score not in SCORE_FRACTIONS:
         raise ValueError(f"unknown score {score!r}; known: {', '.join(SCORE_FRACTIONS)}")
     return SCORE_FRACTIONS[score](X, codes, n_classes)
-
-
-def msgini_scores(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
-    """MS-GINI G = m - Q/D (Protocol 2 without 1/m) as float64, for display; lower is better."""
-    Q, D = msgini_fraction(X, codes, n_classes)
-    m = np.asarray(X).shape[0]
-    return np.array([float(m - Fraction(q, d)) for q, d in zip(Q, D, strict=True)])
-
-
-def gini_best_split(X: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
-    """Gini impurity at each column's best threshold (CART; GI in Table I); lower is better.
-
-    The candidate splits lie between consecutive distinct sorted values; a constant column
-    scores the impurity of the whole set.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    c = _check(X, codes, n_classes)
-    m, p = X.shape
-    order = np.argsort(X, axis=0, kind="stable")
-    sorted_x = np.take_along_axis(X, order, axis=0)
-    sorted_c = c[order]
-    n_left = np.arange(1, m, dtype=np.float64)[:, None]  # split after row i of the sorted column
-    n_right = m - n_left
-    left_sq = np.zeros((m - 1, p))
-    right_sq = np.zeros((m - 1, p))
-    whole_sq = 0.0
-    for cls in range(n_classes):
-        left = np.cumsum(sorted_c == cls, axis=0)[:-1]
-        total = int((c == cls).sum())
-        left_sq += left.astype(np.float64) ** 2
-        right_sq += (total - left).astype(np.float64) ** 2
-        whole_sq += float(total) ** 2
-    impurity = (n_left - left_sq / n_left + n_right - right_sq / n_right) / m
-    valid = sorted_x[:-1] < sorted_x[1:]
-    best = np.where(valid, impurity, np.inf).min(axis=0, initial=np.inf)
-    return np.where(np.isfinite(best), best, 1.0 - whole_sq / m**2)
 
 
 def pearson(X: np.ndarray, codes: np.ndarray) -> np.ndarray:
