@@ -28,12 +28,14 @@ Protocol of the experiment (every choice is also written into the report):
   what encode_table(training rows, exponents=whole-file exponents) gives.
 - GI, PCC and MI are scored in float64 on the training rows (mpcnet.plain.scores, MI with 10
   equal-width bins); ties go to the lower index (mpcnet.plain.select.topk_scores).
-- PCC (private), MI (private) and χ² (private) are the other private scores
-  (``select --score pcc|mi|chi2``), run by the protocol in process on the same training rows
-  and checked in every fold against their exact references (``score_fraction``), as MS-GINI
-  is: the squared correlation with the class (the correlation ratio for 3+ classes), and the
-  mutual information and chi-square of the mean split. The plaintext PCC is |r| with the
-  class code and the plaintext MI uses 10 equal-width bins, so the columns differ by design.
+- GI (private), PCC (private), MI (private) and χ² (private) are the other private scores
+  (``select --score gini|pcc|mi|chi2``), run by the protocol in process on the same training
+  rows and checked in every fold against their exact references (``score_fraction``), as
+  MS-GINI is: the best-split Gini impurity, the squared correlation with the class (the
+  correlation ratio for 3+ classes), and the mutual information and chi-square of the mean
+  split. GI (private) ranks the encoded values, GI their floats: the same order unless the
+  encoding's rounding makes two values equal. The plaintext PCC is |r| with the class code
+  and the plaintext MI uses 10 equal-width bins, so those columns differ by design.
 - Model: StandardScaler fitted on the training fold, then LogisticRegression(solver="lbfgs",
   C=1.0 (--C), penalty L2, max_iter=10000), scikit-learn defaults otherwise. RAW, GI, PCC and MI
   train on the float values; MS-GINI trains on D' decoded with the reconstructed exponents
@@ -94,7 +96,8 @@ except ModuleNotFoundError as _exc:  # the CLI and run_dataset report it with th
 
 PRIVATE_LR = "MS-GINI + private LR"
 SAME_FORM = "scikit-learn, the private model's form"  # not a column: beside PRIVATE_LR
-PRIVATE_SCORES = {"PCC (private)": "pcc", "MI (private)": "mi", "χ² (private)": "chi2"}
+PRIVATE_SCORES = {"GI (private)": "gini", "PCC (private)": "pcc", "MI (private)": "mi",
+                  "χ² (private)": "chi2"}
 """The other private scores (``select --score``), each run by the protocol in every fold."""
 METHODS = ("RAW", "MS-GINI", PRIVATE_LR, "GI", "PCC", "MI", *PRIVATE_SCORES)
 """Columns of the accuracy table, in the paper's order."""

@@ -29,7 +29,7 @@ a network namespace, or a user-space delay proxy where the kernel has no netem).
 
     python -m bench.network [--shapes cogload lsvt speeddating]
                             [--security passive3 active3 active4] [--repeat 3]
-                            [--scores ms-gini chi2 mi pcc]
+                            [--scores ms-gini chi2 mi pcc gini]
                             [--out bench/results/network.md] [--netem [--netem-profiles lan wan]]
 """
 

@@ -146,7 +146,8 @@ def _score_option(s: argparse.ArgumentParser) -> None:
     s.add_argument("--score", default=DEFAULT_SCORE, choices=tuple(SCORES),
                    help="how features are scored: ms-gini (the paper's mean-split Gini), chi2 "
                         "or mi (chi-square or mutual information of the same mean split), pcc "
-                        "(squared correlation; correlation ratio for 3+ classes); default: "
+                        "(squared correlation; correlation ratio for 3+ classes), gini (the "
+                        "best-split Gini impurity, each column sorted: slower); default: "
                         "ms-gini")
 
 

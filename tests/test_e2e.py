@@ -350,7 +350,7 @@ def test_active3_selects_from_the_same_shares(cluster: LocalCluster, files: dict
 
 
 @pytest.mark.parametrize("security", ["passive3", "active3"])
-@pytest.mark.parametrize("score", ["chi2", "mi", "pcc"])
+@pytest.mark.parametrize("score", ["chi2", "mi", "pcc", "gini"])
 def test_every_score_selects_what_the_plaintext_command_predicts(
         cluster: LocalCluster, files: dict[str, Path], tmp_path: Path, score: str,
         security: str) -> None:
@@ -679,7 +679,7 @@ def test_four_servers_active4(tmp_path: Path, files: dict[str, Path]) -> None:
         assert "active4" in out
         ok(four.client("analyst", "fetch", "--result", "r", "--out", str(tmp_path / "r.csv")))
         assert np.array_equal(_reduced(tmp_path / "r.csv")[1], _plaintext(files["whole"], 4))
-        for score in ("chi2", "mi", "pcc"):
+        for score in ("chi2", "mi", "pcc", "gini"):
             ok(four.client("analyst", "select", "--dataset", "w", "--k", "4", "--result",
                            score, "--score", score))
             ok(four.client("analyst", "fetch", "--result", score, "--out",

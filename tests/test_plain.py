@@ -17,6 +17,7 @@ from mpcnet.encoded import encode_table
 from mpcnet.fixedpoint import auto_exponents, encode
 from mpcnet.plain import (
     gini_best_split,
+    gini_fraction,
     msgini_fraction,
     msgini_scores,
     mutual_information,
@@ -160,6 +161,17 @@ def test_gini_best_split() -> None:
     y = rng.integers(0, 3, size=30)
     brute = [_gini_brute(X[:, j], y, 3) for j in range(5)]
     assert gini_best_split(X, y, 3) == pytest.approx(brute)
+
+
+def test_gini_fraction_toy_by_hand() -> None:
+    """The toy set's best splits: f0 and f3 after two rows (or four: the same 32/8), f1 after
+    the five values below 5 (the split inside the four zeros is none), f2 none at all (the
+    whole set, 12/6); G = m - Q/D."""
+    Q, D = gini_fraction(TOY_X, TOY_Y, 3)
+    assert [Fraction(q, d) for q, d in zip(Q, D, strict=True)] == [4, Fraction(14, 5), 2, 4]
+    assert gini_best_split(TOY_X, TOY_Y, 3).tolist() == pytest.approx(
+        [(6 - 4) / 6, (6 - 2.8) / 6, (6 - 2) / 6, (6 - 4) / 6])
+    assert topk_fraction(Q, D, 3) == [0, 3, 1]  # the tie of f0 and f3 to the lower index
 
 
 def test_pearson() -> None:
