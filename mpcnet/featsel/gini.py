@@ -12,8 +12,8 @@ rule (``mpcnet.plain.scores.gini_fraction``). The score is max_i Q_i/D_i, exact.
 
 Per block of whole columns (``Score.whole_columns``), following the sort-then-scan of Abspoel,
 Escudero, Volgushev (PETS 2021) for decision trees:
-1. sort every column with its labels (``mpcnet.ops.sort``: one bitonic network for all
-   columns, m log^2 m / 4 sign tests per column);
+1. sort every column with its labels (``mpcnet.ops.sort``: one odd-even merge network for
+   all columns, about m log^2 m / 4 sign tests per column);
 2. the class counts of every prefix, by a log-step prefix sum (local), and the other side by
    subtraction from the class sizes;
 3. A.A and B.B of every split (one product round), zeroed where the next value is equal (one

@@ -1,13 +1,14 @@
-"""Layer: ops. Oblivious sort of many columns at once, by a bitonic sorting network.
+"""Layer: ops. Oblivious sort of many columns at once, by Batcher's odd-even merge sort.
 
-Batcher's bitonic sort ("Sorting networks and their applications", AFIPS 1968) in the form
-where every comparator sends the smaller element to the lower position: for each block size
-2, 4, ..., N (N = the power of two at or above m), first every position i of a block's lower
-half is compared with its mirror image in the upper half, then with i + N/4, ..., i + 1
-(half-cleaners). For m below N the network runs as if rows m..N-1 held +infinity: a comparator
-never moves the larger element down, so those rows keep +infinity and every comparator that
-touches one is a no-op and is left out, with no padding at all (433,390 comparators for
-SpeedDating's 8,378 rows instead of 860,160 for N = 16,384).
+Batcher, "Sorting networks and their applications" (AFIPS 1968): for p = 1, 2, 4, ... below N
+(the power of two at or above m) and k = p, p/2, ..., 1, row a is compared with row a + k
+when both lie in the same block of 2p rows and a - (k mod p) mod 2k < k; every comparator
+sends the smaller key to the lower row. Such a network sorts rows m..N-1 holding +infinity
+without ever moving them (a comparator never moves the larger element down), so every
+comparator that touches one is a no-op and is left out, with no padding at all: 380,192
+comparators for SpeedDating's 8,378 rows, against 433,390 for the bitonic sort cut the same
+way and 860,160 for a bitonic sort of 16,384 padded rows, in the same log2 N (log2 N + 1) / 2
+stages.
 
 Each stage is one batch over every column: the swap bit [key_hi < key_lo] (one sign test),
 then one product moves the key and its payload rows (the class labels). The schedule depends
@@ -25,22 +26,23 @@ Stage = tuple[np.ndarray, np.ndarray]  # (lower, upper) rows: the smaller key go
 
 
 def stages(m: int) -> list[Stage]:
-    """The comparators of the bitonic sort of m rows, stage by stage (module docstring)."""
+    """The comparators of the odd-even merge sort of m rows, stage by stage (module
+    docstring)."""
     size_all = 1 << max(0, (m - 1).bit_length())
     rows = np.arange(size_all)
     out: list[Stage] = []
-    size = 2
-    while size <= size_all:
-        offset = rows % size
-        lower = rows[offset < size // 2]
-        out.append((lower, lower - lower % size + size - 1 - lower % size))
-        stride = size // 4
-        while stride >= 1:
-            lower = rows[(rows & stride) == 0]
-            out.append((lower, lower + stride))
-            stride //= 2
-        size *= 2
-    return [(lo[hi < m], hi[hi < m]) for lo, hi in out if np.any(hi < m)]
+    p = 1
+    while p < size_all:
+        k = p
+        while k >= 1:
+            lower, first = rows[:size_all - k], k % p
+            keep = ((lower >= first) & ((lower - first) % (2 * k) < k)
+                    & (lower // (2 * p) == (lower + k) // (2 * p)) & (lower + k < m))
+            if keep.any():
+                out.append((lower[keep], lower[keep] + k))
+            k //= 2
+        p *= 2
+    return out
 
 
 def comparisons(m: int) -> int:
