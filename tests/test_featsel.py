@@ -177,3 +177,29 @@ def test_a_budget_too_small_for_a_tile_is_refused() -> None:
     with pytest.raises(InputError, match="needs at least .* over the memory budget of 0 MiB"):
         select_in_process("passive3", ds.values, ds.label_matrix, 2, 2, ds.exponents,
                           memory_budget=1000)
+
+
+def test_the_digits_of_the_squares_are_those_the_limb_plan_counts() -> None:
+    """A.A can be m^2 itself (one class): a plan sized for m^2 - 1 had a digit too few where m
+    is a power of two, and every such job from 2^14 rows failed on mismatched shapes (found
+    by review)."""
+    from mpcnet.featsel.msgini import limb_plan
+
+    for m in [1 << e for e in range(4, 24)] + [10_000, 123_457]:
+        for ties in (1, 1 << 15):
+            plan = limb_plan(m, ties)
+            assert plan is not None
+            if plan.levels > 1:
+                assert plan.num_limbs == -(-(m * m).bit_length() // plan.limb_bits), (m, ties)
+
+
+@pytest.mark.parametrize("n_classes", [1, 2])
+def test_a_power_of_two_rows_in_digits(n_classes: int) -> None:
+    """2^14 rows, one class (A.A = m^2 exactly) or two: the plan's digits and the reference
+    agree."""
+    ds = _synthetic(1 << 14, 5, max(n_classes, 2), seed=14)
+    if n_classes == 1:
+        ds.codes[:] = 0
+        ds = EncodedDataset(ds.columns, ds.values, ds.exponents, ds.classes, ds.codes)
+    reduced, _, _ = private_selection("passive3", ds, 2)
+    np.testing.assert_array_equal(reduced, ds.values[:, plain_selection(ds, 2)])

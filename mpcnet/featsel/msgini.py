@@ -33,10 +33,11 @@ def bounds(m: int) -> tuple[int, int]:
 def limb_plan(m: int, tie_range: int) -> LimbPlan | None:
     """How to compare the MS-GINI fractions of m rows exactly (``mpcnet.ops.fraction``):
     whole when the cross products fit, else the fewest levels of base-2^w limbs, with
-    A.A and B.B (< 2^bits(m^2)) and D split into digits and Q_u = b' (A.A)_u + a (B.B)_u
-    < (m + 1)(2^w - 1); None beyond what Z_2^64 can compare."""
+    A.A and B.B (at most m^2, reached with a single class, so bits(m^2) bits: one more
+    digit than m^2 - 1 needs where m is a power of two) and D split into digits and
+    Q_u = b' (A.A)_u + a (B.B)_u < (m + 1)(2^w - 1); None beyond what Z_2^64 can compare."""
     q_bound, d_bound = bounds(m)
-    return square_plan(m, tie_range, q_bound, d_bound, m * m)
+    return square_plan(m, tie_range, q_bound, d_bound, m * m + 1)
 
 
 def square_plan(m: int, tie_range: int, q_bound: int, d_bound: int, square_bound: int
