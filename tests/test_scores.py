@@ -99,23 +99,25 @@ def test_gini_scores_blocks_of_whole_columns_and_never_tiles(scheme: str) -> Non
     from mpcnet.featsel.layout import layout
 
     ds = _synthetic(300, 6, 3, seed=34)
-    per_cell = SCORING_BYTES_PER_CELL[scheme] * score("gini").cell_cost
-    budget = held_bytes(scheme, 300, 3, 3) + 2 * 300 * per_cell
+    gini = score("gini")
+    column = 300 * SCORING_BYTES_PER_CELL[scheme] * gini.cell_cost
+    per_feature = gini.feature_bytes(scheme, 300, 3)
+    budget = held_bytes(scheme, 300, 3, 3) + 2 * (column + per_feature)
     run = select_in_process(scheme, ds.values, ds.label_matrix, 3, 3, ds.exponents,
                             memory_budget=budget, score="gini")
     assert run.plan["tile_rows"] == 300 and run.plan["block_columns"] == 2
     assert run.indices.tolist() == expected(ds, "gini", 3)
-    with pytest.raises(InputError, match="needs at least"):
-        layout(scheme, 300, 6, 3, 3, budget - 2 * 300 * per_cell + 299 * per_cell,
-               score("gini").cell_cost, 0, True)
+    small = held_bytes(scheme, 300, 3, 3) + per_feature + column - 1
+    with pytest.raises(InputError, match="sorts whole columns"):
+        layout(scheme, 300, 6, 3, 3, small, gini.cell_cost, per_feature, True)
 
 
 def test_gini_in_digits_past_the_whole_tournament() -> None:
-    """Past about 10,900 rows the tournament's cross products pass 2^63 and its fractions are
+    """Past 10,808 rows the tournament's cross products pass 2^63 and its fractions are
     compared in digits; the selection still equals the reference."""
     from mpcnet.featsel.msgini import limb_plan
 
-    assert limb_plan(10_000, 1).levels == 1 and limb_plan(12_000, 1).levels > 1
+    assert limb_plan(10_808, 1).levels == 1 and limb_plan(10_809, 1).levels > 1
     ds = _synthetic(12_000, 4, 2, seed=12)
     run = select_in_process("passive3", ds.values, ds.label_matrix, 2, 2, ds.exponents,
                             score="gini", round_timeout=300)

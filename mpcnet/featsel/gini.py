@@ -16,12 +16,15 @@ Escudero, Volgushev (PETS 2021) for decision trees:
    all columns, about m log^2 m / 4 sign tests per column);
 2. the class counts of every prefix, by a log-step prefix sum (local), and the other side by
    subtraction from the class sizes;
-3. A.A and B.B of every split (one product round), zeroed where the next value is equal (one
-   sign test per row: [key_{i+1} - key_i - 1 < 0], the keys being sorted);
+3. A.A and B.B of every split (a product round per class, so that two count rows are held,
+   not 2n), zeroed where the next value is equal (one sign test per row:
+   [key_{i+1} - key_i - 1 < 0], the keys being sorted);
 4. a tournament over the m candidates of every column (log2 m levels of exact fraction
-   comparisons, ``mpcnet.ops.fraction``), in a plan of its own without a tie range (whole
-   while (m + 1)^5 / 16 < 2^63, about 10,900 rows, else digits), keeping A.A, B.B, a and b'
-   of the winner, from which the ranking's fractions are formed as MS-GINI's.
+   comparisons, ``mpcnet.ops.fraction``, a piece of at most PIECE sign tests at a time), in
+   a plan of its own without a tie range (whole while the cross products fit 63 bits, to
+   10,808 rows, else digits). a and b' are public at the first level, so its fractions are
+   local once A.A and B.B are in digits; the winner's A.A, B.B, a and b' go along, and the
+   ranking's fractions are formed from them as MS-GINI's.
 Equal fractions are equal scores whichever candidate wins, so the ranking's ties stay exact.
 """
 
@@ -33,13 +36,30 @@ from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import limb_plan, square_fractions
 from mpcnet.ops.compare import ltz, msb
 from mpcnet.ops.convert import bit_to_arith
-from mpcnet.ops.fraction import Fractions, LimbPlan, cascade, cross_digits, sign_tests
+from mpcnet.ops.fraction import Fractions, LimbPlan, cascade, cross_digits, digits, sign_tests
 from mpcnet.ops.sort import sort_columns
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
 CELL_COST = 2
-"""Bytes held per cell, in sign tests: the sorted columns with their labels beside a stage's
-sign tests (half a column's rows each) and check records."""
+"""Bytes held per cell, in sign tests: a sort stage's sign tests (half a column's rows each)
+with their check records; what grows with the classes is ``feature_bytes``."""
+
+PIECE = 1 << 18
+"""The most sign tests the tournament runs at once (and the sort between two checkpoints
+under active3), and never more than a block's cells, so that a piece costs at most what the
+layout counts for the block's sign tests."""
+
+DIGIT_TESTS = 8
+"""Sign tests' worth of memory one value takes while it is cut into digits (an A2B and up
+to 41 bits back to arithmetic; measured under passive3 at 12,000 rows: about 2.2 kB)."""
+
+
+def feature_bytes(setting: str, m: int, n_classes: int) -> int:
+    """Bytes per feature besides the sign tests: per cell the key and labels being sorted
+    with a stage's copies of them, their prefix counts, and the tournament's rows (limbs,
+    A.A, B.B, a, b'): 6n + 16 words, from peaks traced in process (40 classes, 1,024 rows:
+    about 4n + 16 under passive3, 5.5n + 16 under active4)."""
+    return m * (6 * n_classes + 16) * layout.WORD_BYTES[setting]
 
 
 def prefix_sums(s: Scheme, x: Shared) -> Shared:
@@ -58,6 +78,11 @@ def _sides(m: int) -> tuple[np.ndarray, np.ndarray]:
     return a.reshape(m, 1), np.maximum(m - a, 1).astype(np.uint64).reshape(m, 1)
 
 
+def _piece(cells: int) -> int:
+    """Sign tests run at once for a block of ``cells`` (PIECE)."""
+    return max(1, min(PIECE, cells))
+
+
 async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
                      m: int) -> tuple[Shared, ...]:
     """A.A and B.B (m, p) of every candidate split of every column, 0 for those between equal
@@ -68,22 +93,71 @@ async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Share
     n1 = labels.shape[1]
     payload = labels.T.reshape(n1, m, 1).broadcast_to((n1, m, p))
     elements = concat([data.reshape(1, m, p), payload]).reshape(1 + n1, m, p)
-    ordered = await sort_columns(s, elements, layout.CHECKED_CELLS.get(s.name))
+    checked = layout.CHECKED_CELLS.get(s.name)  # where records are kept per AND (active3)
+    ordered = await sort_columns(s, elements, None if checked is None else _piece(m * p))
+    del elements
     keys, below = ordered[0], prefix_sums(s, ordered[1:])
+    del ordered
     a, _ = _sides(m)
-    last = s.add_public(s.neg(s.sum(below, 0)), a).reshape(1, m, p)
-    below_all = concat([below, last]).reshape(1 + n1, m, p)
     sizes = s.sum(labels, 0)
-    sizes_all = concat([sizes, s.add_public(s.neg(s.sum(sizes, 0)), m).reshape(1)])
-    above_all = s.sub(sizes_all.reshape(1 + n1, 1, 1).broadcast_to((1 + n1, m, p)), below_all)
     tied = await ltz(s, s.add_public(s.sub(keys[1:], keys[:-1]), -1))  # key_{i+1} == key_i
     valid = concat([s.add_public(s.neg(tied), 1), s.public(np.ones((1, p), np.uint64))])
-    counts = concat([below_all, above_all])
-    squares = (await s.mul(counts, counts)).reshape(2, 1 + n1, m, p)
-    sums = concat([s.sum(squares[0], 0), s.sum(squares[1], 0)])
-    kept = await s.mul(concat([valid, valid]), sums)
+    last = s.add_public(s.neg(s.sum(below, 0)), a)
+    x = y = None
+    for c in range(n1 + 1):  # one class at a time: two count rows in memory, not 2n
+        left = below[c] if c < n1 else last
+        size = sizes[c] if c < n1 else s.add_public(s.neg(s.sum(sizes, 0)), m)
+        right = s.sub(size.reshape(1, 1).broadcast_to((m, p)), left)
+        both = concat([left, right])
+        sq_left, sq_right = split(await s.mul(both, both), [(m, p), (m, p)])
+        x = sq_left if x is None else s.add(x, sq_left)
+        y = sq_right if y is None else s.add(y, sq_right)
+    assert x is not None and y is not None
+    kept = await s.mul(concat([valid, valid]), concat([x, y]))
     x, y = split(kept, [(m, p), (m, p)])
     return x, y
+
+
+async def _first_level(s: Scheme, x: Shared, y: Shared, m: int, plan: LimbPlan) -> Shared:
+    """The candidates' rows (num limbs, den limbs, A.A, B.B, a, b'), shape (rows, m, p), laid
+    out by ``plan``: a and b' are public, so Q = b' A.A + a B.B and D = a b' are local once
+    A.A and B.B are in digits (cut PIECE candidates at a time, with a checkpoint after each
+    piece)."""
+    p = x.shape[1]
+    a, b_nonzero = _sides(m)
+    ones = np.ones((1, p), dtype=np.uint64)
+    den = (a * b_nonzero).reshape(1, m, 1)
+    if plan.levels == 1:
+        num = s.add(s.mul_public(x, b_nonzero), s.mul_public(y, a)).reshape(1, m, p)
+        den_limbs = den
+    else:
+        w, bits = plan.limb_bits, (m * m).bit_length()
+        flat = concat([x, y])
+        step = max(1, _piece(m * p) // DIGIT_TESTS)
+        pieces = []
+        for lo in range(0, flat.size, step):
+            pieces.append(await digits(s, flat[lo:lo + step], bits, w))
+            await s.checkpoint()
+        limbs = join(pieces, 1).reshape(-1, 2, m, p)
+        num = s.add(s.mul_public(limbs[:, 0], b_nonzero), s.mul_public(limbs[:, 1], a))
+        den_limbs = np.stack([(den >> np.uint64(w * u)) & np.uint64((1 << w) - 1)
+                              for u in range(plan.den_limbs)]).reshape(plan.den_limbs, m, 1)
+    rows = [num, s.public(den_limbs * ones), x.reshape(1, m, p), y.reshape(1, m, p),
+            s.public((a * ones).reshape(1, m, p)), s.public((b_nonzero * ones).reshape(1, m, p))]
+    return join(rows, 0)
+
+
+async def _better(s: Scheme, first: Shared, second: Shared, plan: LimbPlan) -> Shared:
+    """Of each pair of candidates (rows: num limbs, den limbs, the rest), the one with the
+    larger fraction (either where they are equal): one exact comparison, one product."""
+    lq, ld, count = plan.num_limbs, plan.den_limbs, first.shape[1]
+    diff = await cross_digits(s, Fractions(first[:lq], first[lq:lq + ld], plan),
+                              Fractions(second[:lq], second[lq:lq + ld], plan))
+    first_loses = await bit_to_arith(s, await cascade(
+        s, await msb(s, sign_tests(s, diff, plan)), plan, count))
+    moved = await s.mul(first_loses.reshape(1, count).broadcast_to(first.shape),
+                        s.sub(second, first))
+    return s.add(first, moved)
 
 
 async def of_statistics(s: Scheme, stats: tuple[Shared, ...], sizes: Shared, m: int,
@@ -92,27 +166,25 @@ async def of_statistics(s: Scheme, stats: tuple[Shared, ...], sizes: Shared, m: 
     del sizes
     x, y = stats
     p = x.shape[1]
-    a, b_nonzero = _sides(m)
-    ones = np.ones((1, p), dtype=np.uint64)
-    candidates = concat([x, y, s.public(a * ones), s.public(b_nonzero * ones)]
-                        ).reshape(4, m, p)
     match = limb_plan(m, 1)
     assert match is not None  # every accepted m (``msgini.check_rows``) has one
-    square_bits = (m * m).bit_length()
+    lq, ld = match.num_limbs, match.den_limbs
+    candidates = await _first_level(s, x, y, m, match)
+    del x, y
+    rows = candidates.shape[0]
+    step = max(1, _piece(m * p) // match.tests_per_comparison())
     while candidates.shape[1] > 1:
         count = candidates.shape[1]
         pairs = count // 2
-        first = candidates[:, 0:2 * pairs:2].reshape(4, pairs * p)
-        second = candidates[:, 1:2 * pairs:2].reshape(4, pairs * p)
-        both = join([first, second], 1)
-        fr = await square_fractions(s, both[0], both[1], both[2], both[3], match, square_bits)
-        diff = await cross_digits(s, fr.columns(slice(0, pairs * p)),
-                                  fr.columns(slice(pairs * p, 2 * pairs * p)))
-        first_loses = await bit_to_arith(s, await cascade(
-            s, await msb(s, sign_tests(s, diff, match)), match, pairs * p))
-        moved = await s.mul(first_loses.reshape(1, pairs * p).broadcast_to((4, pairs * p)),
-                            s.sub(second, first))
-        winners = s.add(first, moved).reshape(4, pairs, p)
-        candidates = winners if count % 2 == 0 else join([winners, candidates[:, count - 1:]], 1)
-    best = candidates.reshape(4, p)
+        first = candidates[:, 0:2 * pairs:2].reshape(rows, pairs * p)
+        second = candidates[:, 1:2 * pairs:2].reshape(rows, pairs * p)
+        winners = []
+        for lo in range(0, pairs * p, step):  # a piece at a time, each then checkpointed
+            winners.append(await _better(s, first[:, lo:lo + step], second[:, lo:lo + step],
+                                         match))
+            await s.checkpoint()
+        kept = join(winners, 1).reshape(rows, pairs, p)
+        candidates = kept if count % 2 == 0 else join([kept, candidates[:, count - 1:]], 1)
+    best = candidates.reshape(rows, p)[lq + ld:]
+    square_bits = (m * m).bit_length()
     return await square_fractions(s, best[0], best[1], best[2], best[3], plan, square_bits)

@@ -89,9 +89,10 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     smallest = (m if whole_columns else min(m, MIN_TILE_CELLS)) * per_cell
     if usable < smallest:
         need = held + smallest
+        whole = " (its score sorts whole columns)" if whole_columns else ""
         raise InputError(f"a job on {m:,} rows with {n_classes} classes and k = {k} under "
-                         f"{setting} needs at least {need / 2**20:,.0f} MiB, over the memory "
-                         f"budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
+                         f"{setting} needs at least {need / 2**20:,.0f} MiB{whole}, over the "
+                         f"memory budget of {memory_budget / 2**20:,.0f} MiB ([deployment] "
                          "memory_budget)")
     cap = CHECKED_CELLS.get(setting, m * p)
     columns = min(p, (usable + per_feature) // (m * per_cell + per_feature),

@@ -89,7 +89,7 @@ SCORES = {
                  pcc.feature_bytes),
     "gini": Score("gini", lambda m, n, ties: msgini.limb_plan(m, ties), _rows("gini"),
                   gini.statistics, gini.of_statistics, False, gini.CELL_COST,
-                  whole_columns=True),
+                  feature_bytes=gini.feature_bytes, whole_columns=True),
 }
 DEFAULT_SCORE = "ms-gini"
 

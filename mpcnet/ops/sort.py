@@ -17,6 +17,8 @@ on m only, so nothing about the data is revealed; the order of equal keys is uns
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from mpcnet.ops.compare import ltz
@@ -25,12 +27,11 @@ from mpcnet.schemes.base import Scheme, Shared
 Stage = tuple[np.ndarray, np.ndarray]  # (lower, upper) rows: the smaller key goes to lower
 
 
-def stages(m: int) -> list[Stage]:
+def stages(m: int) -> Iterator[Stage]:
     """The comparators of the odd-even merge sort of m rows, stage by stage (module
-    docstring)."""
+    docstring), made as they are needed: the whole schedule of 10^6 rows would take 1.5 GB."""
     size_all = 1 << max(0, (m - 1).bit_length())
     rows = np.arange(size_all)
-    out: list[Stage] = []
     p = 1
     while p < size_all:
         k = p
@@ -39,10 +40,9 @@ def stages(m: int) -> list[Stage]:
             keep = ((lower >= first) & ((lower - first) % (2 * k) < k)
                     & (lower // (2 * p) == (lower + k) // (2 * p)) & (lower + k < m))
             if keep.any():
-                out.append((lower[keep], lower[keep] + k))
+                yield lower[keep], lower[keep] + k
             k //= 2
         p *= 2
-    return out
 
 
 def comparisons(m: int) -> int:
