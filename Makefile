@@ -24,7 +24,7 @@ test: $(PY)  ## install with the dev, API and benchmark tools, lint, type-check,
 bench: $(PY)  ## in-process benchmark of the three paper shapes
 	$(PY) -m bench.inprocess
 
-accuracy: $(PY)  ## cross-validated accuracy table (RAW vs MS-GINI/GI/PCC/MI), about a minute
+accuracy: $(PY)  ## cross-validated accuracy table (RAW vs MS-GINI/GI/PCC/MI and the private scores), about 22 min
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m bench.accuracy
 

@@ -33,9 +33,10 @@ Protocol of the experiment (every choice is also written into the report):
   rows and checked in every fold against their exact references (``score_fraction``), as
   MS-GINI is: the best-split Gini impurity, the squared correlation with the class (the
   correlation ratio for 3+ classes), and the mutual information and chi-square of the mean
-  split. GI (private) ranks the encoded values, GI their floats: the same order unless the
-  encoding's rounding makes two values equal. The plaintext PCC is |r| with the class code
-  and the plaintext MI uses 10 equal-width bins, so those columns differ by design.
+  split. GI (private) ranks the encoded values, GI their floats: the same thresholds unless
+  the encoding makes values equal that differ below its resolution (CogLoad). The plaintext
+  PCC is |r| with the class code and the plaintext MI uses 10 equal-width bins, so those
+  columns differ by design.
 - Model: StandardScaler fitted on the training fold, then LogisticRegression(solver="lbfgs",
   C=1.0 (--C), penalty L2, max_iter=10000), scikit-learn defaults otherwise. RAW, GI, PCC and MI
   train on the float values; MS-GINI trains on D' decoded with the reconstructed exponents
