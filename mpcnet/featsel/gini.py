@@ -121,8 +121,7 @@ async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Share
 async def _first_level(s: Scheme, x: Shared, y: Shared, m: int, plan: LimbPlan) -> Shared:
     """The candidates' rows (num limbs, den limbs, A.A, B.B, a, b'), shape (rows, m, p), laid
     out by ``plan``: a and b' are public, so Q = b' A.A + a B.B and D = a b' are local once
-    A.A and B.B are in digits (cut PIECE candidates at a time, with a checkpoint after each
-    piece)."""
+    A.A and B.B are in digits (cut a piece at a time, each followed by a checkpoint)."""
     p = x.shape[1]
     a, b_nonzero = _sides(m)
     ones = np.ones((1, p), dtype=np.uint64)
