@@ -49,9 +49,9 @@ PIECE = 1 << 18
 under active3), and never more than a block's cells, so that a piece costs at most what the
 layout counts for the block's sign tests."""
 
-DIGIT_TESTS = 8
-"""Sign tests' worth of memory one value takes while it is cut into digits (an A2B and up
-to 41 bits back to arithmetic; measured under passive3 at 12,000 rows: about 2.2 kB)."""
+DIGIT_BYTES = {"passive3": 3_000, "active3": 14_500, "active4": 11_000}
+"""Bytes one value takes while it is cut into digits (an A2B and up to 41 bits back to
+arithmetic), per setting: measured in process at 16,384 rows (29 bits, 15-bit digits)."""
 
 
 def feature_bytes(setting: str, m: int, n_classes: int) -> int:
@@ -83,6 +83,20 @@ def _piece(cells: int) -> int:
     return max(1, min(PIECE, cells))
 
 
+class _Pieces:
+    """Checkpoints once about a piece of sign tests has run since the last one, so that the
+    small levels of the tournament share one check instead of one each."""
+
+    def __init__(self, s: Scheme, piece: int) -> None:
+        self.s, self.piece, self.since = s, piece, 0
+
+    async def ran(self, tests: int) -> None:
+        self.since += tests
+        if self.since >= self.piece:
+            await self.s.checkpoint()
+            self.since = 0
+
+
 async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
                      m: int) -> tuple[Shared, ...]:
     """A.A and B.B (m, p) of every candidate split of every column, 0 for those between equal
@@ -97,14 +111,13 @@ async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Share
     ordered = await sort_columns(s, elements, None if checked is None else _piece(m * p))
     del elements
     keys, below = ordered[0], prefix_sums(s, ordered[1:])
-    del ordered
     a, _ = _sides(m)
     sizes = s.sum(labels, 0)
     tied = await ltz(s, s.add_public(s.sub(keys[1:], keys[:-1]), -1))  # key_{i+1} == key_i
     valid = concat([s.add_public(s.neg(tied), 1), s.public(np.ones((1, p), np.uint64))])
     last = s.add_public(s.neg(s.sum(below, 0)), a)
     x = y = None
-    for c in range(n1 + 1):  # one class at a time: two count rows in memory, not 2n
+    for c in range(n1 + 1):  # one class at a time: two count rows of products, not 2n
         left = below[c] if c < n1 else last
         size = sizes[c] if c < n1 else s.add_public(s.neg(s.sum(sizes, 0)), m)
         right = s.sub(size.reshape(1, 1).broadcast_to((m, p)), left)
@@ -132,7 +145,8 @@ async def _first_level(s: Scheme, x: Shared, y: Shared, m: int, plan: LimbPlan) 
     else:
         w, bits = plan.limb_bits, (m * m).bit_length()
         flat = concat([x, y])
-        step = max(1, _piece(m * p) // DIGIT_TESTS)
+        piece = _piece(m * p)
+        step = max(1, piece * layout.SCORING_BYTES_PER_CELL[s.name] // DIGIT_BYTES[s.name])
         pieces = []
         for lo in range(0, flat.size, step):
             pieces.append(await digits(s, flat[lo:lo + step], bits, w))
@@ -171,17 +185,19 @@ async def of_statistics(s: Scheme, stats: tuple[Shared, ...], sizes: Shared, m: 
     candidates = await _first_level(s, x, y, m, match)
     del x, y
     rows = candidates.shape[0]
-    step = max(1, _piece(m * p) // match.tests_per_comparison())
+    tests = match.tests_per_comparison()
+    step = max(1, _piece(m * p) // tests)
+    done = _Pieces(s, _piece(m * p))
     while candidates.shape[1] > 1:
         count = candidates.shape[1]
         pairs = count // 2
         first = candidates[:, 0:2 * pairs:2].reshape(rows, pairs * p)
         second = candidates[:, 1:2 * pairs:2].reshape(rows, pairs * p)
         winners = []
-        for lo in range(0, pairs * p, step):  # a piece at a time, each then checkpointed
+        for lo in range(0, pairs * p, step):  # at most a piece of sign tests at a time
             winners.append(await _better(s, first[:, lo:lo + step], second[:, lo:lo + step],
                                          match))
-            await s.checkpoint()
+            await done.ran(tests * min(step, pairs * p - lo))
         kept = join(winners, 1).reshape(rows, pairs, p)
         candidates = kept if count % 2 == 0 else join([kept, candidates[:, count - 1:]], 1)
     best = candidates.reshape(rows, p)[lq + ld:]
