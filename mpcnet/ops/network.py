@@ -29,6 +29,7 @@ import numpy as np
 from mpcnet.ops.compare import eqz, msb
 from mpcnet.ops.convert import bit_to_arith
 from mpcnet.ops.fraction import Fractions, cascade, cross_digits, sign_tests, with_ties
+from mpcnet.ops.sort import exchanged
 from mpcnet.schemes.base import Scheme, Shared, concat
 
 Stage = tuple[np.ndarray, np.ndarray]  # (first, second): the better of each pair goes first
@@ -99,11 +100,7 @@ async def _compare_exchange(s: Scheme, limbs: Shared, fr: Fractions, stage: Stag
     rows = lq + ld + 1
     delta = s.sub(b, a)
     moved = await s.mul(b_wins.reshape(1, -1).broadcast_to((rows, first.size)), delta)
-    data = limbs.data.copy()
-    lead = (slice(None),) * (s.lead + 1)
-    data[lead + (first,)] = s.add(a, moved).data
-    data[lead + (second,)] = s.sub(b, moved).data
-    return Shared(data, s.lead)
+    return exchanged(s, limbs, first, second, moved)
 
 
 async def topk_network(s: Scheme, fr: Fractions, k: int, batch: int | None = None) -> Shared:

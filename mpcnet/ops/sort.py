@@ -45,9 +45,15 @@ def stages(m: int) -> Iterator[Stage]:
         p *= 2
 
 
-def comparisons(m: int) -> int:
-    """Comparators per column (for costs and progress)."""
-    return sum(lower.size for lower, _ in stages(m))
+def exchanged(s: Scheme, elements: Shared, lower: np.ndarray, upper: np.ndarray,
+              moved: Shared) -> Shared:
+    """``elements`` (rows, n) with ``moved`` added to the columns ``lower`` and taken from the
+    columns ``upper`` (a compare-exchange, given moved = swap * (upper - lower)); local."""
+    data = elements.data.copy()
+    lead = (slice(None),) * (s.lead + 1)
+    data[lead + (lower,)] = s.add(elements[:, lower], moved).data
+    data[lead + (upper,)] = s.sub(elements[:, upper], moved).data
+    return Shared(data, s.lead)
 
 
 async def sort_columns(s: Scheme, elements: Shared, batch: int | None = None) -> Shared:
@@ -62,11 +68,7 @@ async def sort_columns(s: Scheme, elements: Shared, batch: int | None = None) ->
         swap = await ltz(s, s.sub(high[0], low[0]))  # [key_upper < key_lower]
         moved = await s.mul(swap.reshape(1, lower.size, p).broadcast_to((r, lower.size, p)),
                             s.sub(high, low))
-        data = elements.data.copy()
-        lead = (slice(None),) * (s.lead + 1)
-        data[lead + (lower,)] = s.add(low, moved).data
-        data[lead + (upper,)] = s.sub(high, moved).data
-        elements = Shared(data, s.lead)
+        elements = exchanged(s, elements, lower, upper, moved)
         since += lower.size * p
         if batch is not None and since >= batch:
             await s.checkpoint()
