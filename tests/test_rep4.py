@@ -215,6 +215,42 @@ def test_components() -> None:
                                   (xor_of_words ^ U64(1)) & U64(1))
 
 
+@pytest.mark.parametrize("n", [1, 7, 1000])
+def test_addends_sum_to_x_in_one_round_without_ands(n: int) -> None:
+    """x_0 + x_1 and x_2 + x_3, jointly shared: their ring sum is x, in one round, and the
+    four parties send 2 words per value in all (plus one digest per vouching link)."""
+    x = np.random.default_rng(n).integers(0, 2**64, n, dtype=U64)
+
+    async def body(s: Rep4, x: Shared) -> tuple[list[np.ndarray], int, int, int]:
+        before_r, before_b = s.engine.rounds, s.engine.bytes_sent
+        words = await s.addends(x)
+        cost = s.engine.rounds - before_r, s.engine.bytes_sent - before_b
+        digests = len(s._roles[rep4._ADDENDS].vouch_to)
+        return [await s.open_binary(w) for w in words], *cost, digests
+
+    results = run(body, {"x": x})
+    for opened, rounds, _, _ in results:
+        assert rounds == 1 and len(opened) == 2
+        np.testing.assert_array_equal(opened[0] + opened[1], x)
+        np.testing.assert_array_equal(opened, results[0][0])
+    assert sum(sent - 32 * digests for _, _, sent, digests in results) == 2 * 8 * n
+
+
+@pytest.mark.parametrize("cheater", range(4))
+@pytest.mark.parametrize("kind", ["jmp-value", "jmp-hash"])
+def test_tampered_addend(cheater: int, kind: str) -> None:
+    x = values(22)
+
+    async def body(s: Rep4, x: Shared) -> list[np.ndarray]:
+        return [await s.open_binary(w) for w in await s.addends(x)]
+
+    fault = FaultInjector(cheater, kind, delta=12345)
+    results = run(body, {"x": x}, fault=fault, timeout=0.5)
+    assert fault.fired >= 1
+    assert_aborted(results, "joint-message hash", cheater,
+                   lambda r: np.array_equal(r[0] + r[1], x))
+
+
 def test_components_are_local() -> None:
     async def body(s: Rep4, x: Shared) -> int:
         before = s.engine.rounds
@@ -290,7 +326,7 @@ def test_product_costs_one_round_and_twelve_bytes(binary: bool) -> None:
             x, y = Shared(x.data, 1, True), Shared(y.data, 1, True)
         before_r, before_b = s.engine.rounds, s.engine.bytes_sent
         await (s.and_(x, y) if binary else s.mul(x, y))
-        digests = len(s._vouch_to)
+        digests = len(s._roles[rep4._JMPS].vouch_to)
         return s.engine.rounds - before_r, s.engine.bytes_sent - before_b, digests
 
     for rounds, sent, digests in run(body):

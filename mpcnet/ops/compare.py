@@ -67,7 +67,7 @@ async def msb(s: Scheme, x: Shared) -> Shared:
     """
     count = x.size
     padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
-    u, v = await reduce_components(s, s.arith_components(x.reshape(count)))
+    u, v = await reduce_components(s, await s.addends(x.reshape(count)))
     top = local_map(s.xor(u, v), lambda d: d >> np.uint64(63))
 
     def shifted_padded(d: np.ndarray) -> np.ndarray:

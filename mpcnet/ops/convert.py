@@ -7,10 +7,11 @@ of pairwise folds costs ceil(log2 c) rounds for c components (2 for rep3 and rep
 
 Everything else here is built on that and on the scheme interface only:
 
-- ``a2b``: the additive components of x are binary sharings (``arith_components``); carry-save
-  adders reduce them to two words (``reduce_components``) and a Kogge-Stone adder adds
-  those (ABY3 section 5.3; Kogge and Stone, IEEE Trans. Computers 1973): 7 AND rounds after
-  the reduction, 8 in all for rep3 (104 bytes per value and party), 9 for rep4.
+- ``a2b``: the additive components of x are binary sharings (``arith_components``; under
+  active4 ``addends`` shares the sums of two components jointly instead, in one round without
+  ANDs); carry-save adders reduce them to two words (``reduce_components``) and a Kogge-Stone
+  adder adds those (ABY3 section 5.3; Kogge and Stone, IEEE Trans. Computers 1973): 7 AND
+  rounds after the reduction, 8 in all for rep3 (104 bytes per value and party) and rep4.
 - ``b2a``: bit decomposition, every bit of every word through one batched ``bit_to_arith``,
   then sum 2^i * bit_i (2 rounds, 64 (c - 1) products per word for c components).
   ``b2a_masked`` is the byte-lean alternative: open w - r for a random arithmetic r whose binary
@@ -97,7 +98,7 @@ async def add_binary(s: Scheme, u: Shared, v: Shared) -> Shared:
 
 async def a2b(s: Scheme, x: Shared) -> Shared:
     """Binary (bit-sliced) sharing of the arithmetic sharing x: all 64 bits (ABY3 5.3)."""
-    u, v = await reduce_components(s, s.arith_components(x))
+    u, v = await reduce_components(s, await s.addends(x))
     return await add_binary(s, u, v)
 
 
@@ -125,13 +126,13 @@ async def b2a(s: Scheme, words: Shared, bits: int = 64) -> Shared:
 async def b2a_masked(s: Scheme, words: Shared) -> Shared:
     """Arithmetic sharing of binary words by masking: w = (w - r) + r for a random ring r.
 
-    The binary form of -r is free: its additive components are binary sharings. They are
+    The binary form of -r comes from its additive components (``addends``). They are
     reduced together with w by carry-save adders, added by ``add_binary`` and the sum w - r,
     uniformly random, is opened. Rounds: reduction (2 for rep3) + 7 + 1 open; per word about
     15 ANDed words and one opened word, against 128 products for ``b2a`` under rep3.
     """
     r = await s.random(words.shape)
-    u, v = await reduce_components(s, s.arith_components(s.neg(r)) + [words])
+    u, v = await reduce_components(s, await s.addends(s.neg(r)) + [words])
     masked = await s.open_masked(await add_binary(s, u, v), binary=True)
     return s.add_public(r, masked)
 

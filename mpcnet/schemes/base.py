@@ -245,6 +245,11 @@ class Scheme(ABC):
     def arith_components(self, x: Shared) -> list[Shared]:
         """Binary sharings of the additive components of x (their ring sum is x); local."""
 
+    async def addends(self, x: Shared) -> list[Shared]:
+        """Binary sharings of words whose ring sum is x, as few as the scheme makes cheaply:
+        by default the additive components themselves (local)."""
+        return self.arith_components(x)
+
     @abstractmethod
     async def bit_components(self, b: Shared) -> list[Shared]:
         """Arithmetic sharings of the XOR components of the bit in position 0 of b (local for

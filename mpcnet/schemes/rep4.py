@@ -89,26 +89,53 @@ class _Jmp:
 
     ``sender`` and ``hasher`` know the cross term of components {receiver, other}; ``receiver``
     gets component ``other``'s new value, ``other`` derives component ``receiver``'s from the
-    PRF key of everyone but ``receiver``. ``half`` is None (whole batch), 0 or 1 (that half).
+    PRF key of everyone but ``receiver``. It covers part ``part`` of ``parts`` equal parts of
+    the batch.
     """
 
     sender: int
     hasher: int
     receiver: int
     other: int
-    half: int | None
+    part: int = 0
+    parts: int = 1
 
     def span(self, n: int) -> slice:
-        if self.half is None:
-            return slice(0, n)
-        return slice(0, n // 2) if self.half == 0 else slice(n // 2, n)
+        return slice(self.part * n // self.parts, (self.part + 1) * n // self.parts)
 
 
 # Adjacent sender pairs {i, i+1} send to i+2 over the whole batch; the diagonal pairs swap
 # sender and receiver between the two halves so that the load is equal for all four parties.
 _JMPS: tuple[_Jmp, ...] = tuple(
-    [_Jmp(i, (i + 1) % 4, (i + 2) % 4, (i + 3) % 4, None) for i in range(4)]
-    + [_Jmp(0, 2, 3, 1, 0), _Jmp(1, 3, 2, 0, 0), _Jmp(2, 0, 1, 3, 1), _Jmp(3, 1, 0, 2, 1)])
+    [_Jmp(i, (i + 1) % 4, (i + 2) % 4, (i + 3) % 4) for i in range(4)]
+    + [_Jmp(0, 2, 3, 1, 0, 2), _Jmp(1, 3, 2, 0, 0, 2), _Jmp(2, 0, 1, 3, 1, 2),
+       _Jmp(3, 1, 0, 2, 1, 2)])
+
+# ``addends``: x_0 + x_1 is known to parties 2 and 3, x_2 + x_3 to 0 and 1. A batch holds the
+# first sums, then the second; each knower sends one half of its sums and vouches for the other.
+_ADDENDS: tuple[_Jmp, ...] = (_Jmp(2, 3, 0, 1, 0, 4), _Jmp(3, 2, 1, 0, 1, 4),
+                              _Jmp(0, 1, 2, 3, 2, 4), _Jmp(1, 0, 3, 2, 3, 4))
+_PAIRS = (frozenset((0, 1)), frozenset((2, 3)))
+
+
+@dataclass(frozen=True)
+class _Roles:
+    """One party's static part in a round of joint sharings: the sharings it receives, whom it
+    gets values and digests from, whom it sends values and digests to."""
+
+    incoming: tuple[_Jmp, ...]
+    value_from: tuple[int, ...]
+    vouch_from: tuple[int, ...]
+    value_to: tuple[int, ...]
+    vouch_to: tuple[int, ...]
+
+    @classmethod
+    def of(cls, party: int, jmps: tuple[_Jmp, ...]) -> _Roles:
+        incoming = tuple(j for j in jmps if j.receiver == party)
+        return cls(incoming, tuple(sorted({j.sender for j in incoming})),
+                   tuple(sorted({j.hasher for j in incoming})),
+                   tuple(sorted({j.receiver for j in jmps if j.sender == party})),
+                   tuple(sorted({j.receiver for j in jmps if j.hasher == party})))
 
 # Opening: party p receives its missing component from p+1 and a digest of it from p+2.
 _OPEN_SENDER = 1
@@ -209,12 +236,8 @@ class Rep4(Scheme):
         # Symmetric per-pair states over the input components both parties hold.
         self._inputs = {q: self._pair_hash(me, q) for q in engine.peers}
         self._pending_input = False
-        # Static roles of this party in a multiplication round (see _JMPS).
-        self._incoming = [j for j in _JMPS if j.receiver == me]
-        self._value_from = sorted({j.sender for j in self._incoming})
-        self._vouch_from = sorted({j.hasher for j in self._incoming})
-        self._vouch_to = sorted({j.receiver for j in _JMPS if j.hasher == me})
-        self._value_to = sorted({j.receiver for j in _JMPS if j.sender == me})
+        # Static roles of this party in a multiplication round and in ``addends``.
+        self._roles = {jmps: _Roles.of(me, jmps) for jmps in (_JMPS, _ADDENDS)}
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Rep4:
@@ -254,16 +277,18 @@ class Rep4(Scheme):
 
     # -- joint sharing of cross terms [F4: Pi_inp, Pi_mult] ----------------------------------
     async def _reshare(self, diag: np.ndarray, cross: dict[frozenset[int], np.ndarray],
-                       binary: bool) -> np.ndarray:
+                       binary: bool, jmps: tuple[_Jmp, ...] = _JMPS) -> np.ndarray:
         """New shares z (3, n) from the local diagonal terms (a fresh (3, n) array, updated in
         place) and the cross terms this party knows (keyed by their component pair, flat of
-        length n): one round of the six joint sharings of [F4: Pi_mult].
+        length n): one round of the joint sharings ``jmps``, by default the six of
+        [F4: Pi_mult].
 
         For a joint sharing (sender, hasher -> receiver g; other h): the three parties other
         than g draw r from K_g and add it to component g; sender and hasher add w = v - r to
         component h; the sender writes w straight into its message to g, the hasher feeds it
         into the hash state of link hasher -> g, and g adds what it received to component h."""
         me = self.party
+        roles = self._roles[jmps]
         plus, minus = self._ops(binary)
         z = diag
         n = z.shape[1]
@@ -271,14 +296,14 @@ class Rep4(Scheme):
         def size(jmp: _Jmp) -> int:
             return len(range(n)[jmp.span(n)])
 
-        out_sizes = {q: sum(size(j) for j in _JMPS if j.sender == me and j.receiver == q)
-                     + (DIGEST_WORDS if q in self._vouch_to else 0)
+        out_sizes = {q: sum(size(j) for j in jmps if j.sender == me and j.receiver == q)
+                     + (DIGEST_WORDS if q in roles.vouch_to else 0)
                      for q in self.engine.peers}
         # Static message pattern (the same for every n, so an empty batch still matches).
-        targets = set(self._value_to) | set(self._vouch_to)
+        targets = set(roles.value_to) | set(roles.vouch_to)
         sends = {q: np.empty(out_sizes[q], dtype=U64) for q in sorted(targets)}
         filled = dict.fromkeys(sends, 0)
-        for jmp in _JMPS:
+        for jmp in jmps:
             span, k = jmp.span(n), size(jmp)
             g, h = jmp.receiver, jmp.other
             if me in (jmp.sender, jmp.hasher):
@@ -300,27 +325,27 @@ class Rep4(Scheme):
         for q, buf in sends.items():
             if filled[q]:
                 buf[:filled[q]] = self._outgoing("jmp-value", q, buf[:filled[q]])
-            if q in self._vouch_to:
+            if q in roles.vouch_to:
                 buf[filled[q]:] = self._outgoing("jmp-hash", q, digest_words(self._out[q]))
                 self._out[q] = self._link_hash(me, q)
         # What each source owes me: the values it sends, then its digest.
-        expected = dict.fromkeys(self._value_from, 0)
-        for jmp in self._incoming:
+        expected = dict.fromkeys(roles.value_from, 0)
+        for jmp in roles.incoming:
             expected[jmp.sender] += size(jmp)
-        for q in self._vouch_from:
+        for q in roles.vouch_from:
             expected[q] = expected.get(q, 0) + DIGEST_WORDS
         got = await self.engine.exchange(sends, sorted(expected))
         got = {q: checked_words(got[q], k, "joint-message hash", me, q)
                for q, k in expected.items()}
         offsets = dict.fromkeys(expected, 0)
-        for jmp in self._incoming:
+        for jmp in roles.incoming:
             span, k = jmp.span(n), size(jmp)
             w = got[jmp.sender][offsets[jmp.sender]:offsets[jmp.sender] + k]
             offsets[jmp.sender] += k
             zh = z[self._slot(jmp.other), span]
             plus(zh, w, out=zh)
             self._in[jmp.hasher].update(np.ascontiguousarray(w).data)
-        for q in self._vouch_from:
+        for q in roles.vouch_from:
             if not np.array_equal(got[q][offsets[q]:], digest_words(self._in[q])):
                 raise CheatingDetected("joint-message hash",
                                        f"party {me}: a message vouched for by party {q} "
@@ -446,6 +471,24 @@ class Rep4(Scheme):
 
     def arith_components(self, x: Shared) -> list[Shared]:
         return self._components(np.asarray(x.data, dtype=U64), True)
+
+    async def addends(self, x: Shared) -> list[Shared]:
+        """Binary sharings of x_0 + x_1 and x_2 + x_3, each jointly shared by the two parties
+        that know both its components [F4: Pi_inp with two input parties]: one round, about
+        half a word per value and party, where reducing the four components by carry-save
+        adders takes two AND rounds of 1.5 words each."""
+        data = np.asarray(x.data, dtype=U64).reshape(3, -1)
+        n = data.shape[1]
+        cross = {}
+        for half, pair in enumerate(_PAIRS):
+            if self.party not in pair:  # both components are held here
+                total = np.zeros(2 * n, dtype=U64)
+                g, h = sorted(pair)
+                np.add(data[self._slot(g)], data[self._slot(h)], out=total[half * n:][:n])
+                cross[pair] = total
+        z = await self._reshare(np.zeros((3, 2 * n), dtype=U64), cross, True, _ADDENDS)
+        return [Shared(z[:, half * n:(half + 1) * n].reshape(x.data.shape), 1, True)
+                for half in range(2)]
 
     async def bit_components(self, b: Shared) -> list[Shared]:
         return self._components(np.asarray(b.data, dtype=U64) & U64(1), False)

@@ -278,12 +278,18 @@ class Spdz3(Rep3):
         """Replicated product of Z_2^128 sharings (limb, slot, ...), broadcast: one round."""
         return await self._reshare128(self._product_term(a, b), kind)
 
-    async def _reshare128(self, term: np.ndarray, kind: str) -> np.ndarray:
-        """(limb, ...) 3-out-of-3 terms -> (limb, slot, ...) replicated shares."""
+    async def _reshare128(self, term: np.ndarray, kind: str, out: np.ndarray | None = None
+                          ) -> np.ndarray:
+        """(limb, ...) 3-out-of-3 terms -> (limb, slot, ...) replicated shares (written into
+        ``out`` when given)."""
         term = np.ascontiguousarray(term)
         got = await self.engine.exchange(
             {self.prev_party: self._outgoing(kind, self.prev_party, term)}, [self.next_party])
-        return np.stack([term, self._incoming(kind, got[self.next_party], term.shape)], axis=1)
+        incoming = self._incoming(kind, got[self.next_party], term.shape)
+        if out is None:
+            return np.stack([term, incoming], axis=1)
+        out[:, 0], out[:, 1] = term, incoming
+        return out
 
     async def _authenticate(self, values: np.ndarray) -> np.ndarray:
         """MACs of replicated Z_2^128 values (limb, slot, ...): one product with alpha,
@@ -445,21 +451,25 @@ class Spdz3(Rep3):
     async def bit_components(self, b: Shared) -> list[Shared]:
         """The XOR components of bit 0 of b as authenticated Z_2^128 sharings (one round).
 
-        The product with alpha of 0/1 components needs no multiplication: this party's term
-        alpha_0 (x_0 + x_1) + alpha_1 x_0 (as in ``_product``) is looked up in two tables of
-        alpha multiples, since x_0 + x_1 is 0, 1 or 2."""
-        comps = self._components(b.data & U64(1), False)
-        bits = np.stack([c.data for c in comps], axis=1)  # (slot, component, ...)
+        The product with alpha of a 0/1 component needs no multiplication: this party's term
+        alpha_0 (c_0 + c_1) + alpha_1 c_0 (as in ``_product``) has only one non-zero c here,
+        so it is (alpha_0 + alpha_1) AND a mask of the bit in slot 0 (this party's own
+        component), alpha_0 AND a mask of the bit in slot 1 (the next party's), and zero for
+        the component this party lacks."""
+        bits = b.data & U64(1)  # (slot, ...)
+        own, nxt = self.party, self.next_party
         alpha = self._alpha
-        first = ring128.mul_u64(alpha[:, 0:1], np.arange(3, dtype=U64))  # (limb, 3)
-        second = ring128.mul_u64(alpha[:, 1:2], np.arange(2, dtype=U64))
-        term = ring128.add(first[:, (bits[0] + bits[1]).view(np.int64)],
-                           second[:, bits[0].view(np.int64)])
-        macs = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])),
-                                      "product")
-        data = np.stack([_lift(bits), macs], axis=2)
+        both = ring128.add(alpha[:, 0], alpha[:, 1])
+        term = np.zeros((2, 3) + bits.shape[1:], dtype=U64)  # (limb, component, ...)
+        for limb in range(2):
+            np.bitwise_and(U64(0) - bits[0], both[limb], out=term[limb, own])
+            np.bitwise_and(U64(0) - bits[1], alpha[limb, 0], out=term[limb, nxt])
+        data = np.zeros((2, 2, 2, 3) + bits.shape[1:], dtype=U64)  # (limb, slot, v, comp, ...)
+        data[0, 0, VALUE, own], data[0, 1, VALUE, nxt] = bits[0], bits[1]
+        await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product",
+                               out=data[:, :, MAC])
         self._macs.append(data.reshape(2, 2, 2, -1))
-        return [Shared(data[:, :, :, j], 3) for j in range(len(comps))]
+        return [Shared(data[:, :, :, j], 3) for j in range(3)]
 
     # -- checks ----------------------------------------------------------------------------
     def note_input(self, x: Shared) -> None:
@@ -670,9 +680,9 @@ class Spdz3(Rep3):
             shift = int.from_bytes(digest, "little") % size  # AND j <-> triple (j + shift) % P
             a, b, c = (w[:, pool] for w in triples)  # (slot, P) each
             row = to_open[:, pool * width:(pool + 1) * width]
-            opened_cut = (np.arange(n, size) + shift) % size
-            for i, w in enumerate((a, b, c)):
-                row[:, i * cut:(i + 1) * cut] = w[:, opened_cut]
+            for words, at in _rotation(n, cut, size, shift):  # the triples left unmatched
+                for i, w in enumerate((a, b, c)):
+                    row[:, i * cut + words.start:i * cut + words.stop] = w[:, at]
             rho, sigma = row[:, 3 * cut:3 * cut + n], row[:, 3 * cut + n:]
             matches = []  # per queued AND: its words' pieces matched with contiguous triples
             for (x, y, _), start in zip(ands, starts, strict=True):
