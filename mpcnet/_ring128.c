@@ -78,6 +78,27 @@ static void sum_loop(char **args, npy_intp const *dims, npy_intp const *steps, v
     }
 }
 
+/* (n) x 8 -> (),(): sum over the core axis of r0 (z0 + z1) + r1 z0, this party's term of the
+ * dot product of a replicated r with a replicated z, without a temporary per element */
+static void replicated_dot_loop(char **args, npy_intp const *dims, npy_intp const *steps,
+                                void *data) {
+    (void)data;
+    npy_intp n = dims[1];
+    const npy_intp *s = steps + 10; /* core strides of the eight inputs */
+    for (npy_intp outer = 0; outer < dims[0]; outer++) {
+        char *p[8];
+        for (int j = 0; j < 8; j++) p[j] = args[j] + outer * steps[j];
+        u128 total = 0;
+        for (npy_intp t = 0; t < n; t++) {
+            u128 z0 = PAIR(p[4] + t * s[4], p[5] + t * s[5]);
+            u128 z1 = PAIR(p[6] + t * s[6], p[7] + t * s[7]);
+            total += PAIR(p[0] + t * s[0], p[1] + t * s[1]) * (z0 + z1)
+                     + PAIR(p[2] + t * s[2], p[3] + t * s[3]) * z0;
+        }
+        STORE(args[8] + outer * steps[8], args[9] + outer * steps[9], total);
+    }
+}
+
 /* (m,n),(m,n),(n,k),(n,k)->(m,k),(m,k): the matrix product, ROW columns of a result row at a
  * time (each a[i, t] times a stretch of the row b[t, :], accumulated on the stack: rows of b
  * are read in order) */
@@ -98,8 +119,14 @@ static void matmul_loop(char **args, npy_intp const *dims, npy_intp const *steps
                 for (npy_intp t = 0; t < n; t++) {
                     u128 x = PAIR(a0 + i * s[0] + t * s[1], a1 + i * s[2] + t * s[3]);
                     char *y0 = b0 + t * s[4] + j0 * s[5], *y1 = b1 + t * s[6] + j0 * s[7];
-                    for (npy_intp j = 0; j < width; j++)
-                        row[j] += x * PAIR(y0 + j * s[5], y1 + j * s[7]);
+                    uint64_t lo = (uint64_t)x;
+                    if ((uint64_t)(x >> 64) == 0) /* a 64-bit x (inputs): two products */
+                        for (npy_intp j = 0; j < width; j++)
+                            row[j] += (u128)lo * LIMB(y0 + j * s[5])
+                                      + ((u128)(lo * LIMB(y1 + j * s[7])) << 64);
+                    else
+                        for (npy_intp j = 0; j < width; j++)
+                            row[j] += x * PAIR(y0 + j * s[5], y1 + j * s[7]);
                 }
                 for (npy_intp j = 0; j < width; j++)
                     STORE(o0 + i * s[8] + (j0 + j) * s[9], o1 + i * s[10] + (j0 + j) * s[11],
@@ -118,6 +145,7 @@ static PyUFuncGenericFunction dot2_funcs[1] = {dot2_loop};
 static PyUFuncGenericFunction mulhi_funcs[1] = {mulhi_loop};
 static PyUFuncGenericFunction sum_funcs[1] = {sum_loop};
 static PyUFuncGenericFunction matmul_funcs[1] = {matmul_loop};
+static PyUFuncGenericFunction replicated_dot_funcs[1] = {replicated_dot_loop};
 static void *no_data[1] = {NULL};
 
 static int add_ufunc(PyObject *module, PyUFuncGenericFunction *funcs, int nin, int nout,
@@ -149,7 +177,10 @@ PyMODINIT_FUNC PyInit__ring128(void) {
         || add_ufunc(m, sum_funcs, 2, 2, "sum", "sum over the last axis mod 2^128",
                      "(n),(n)->(),()") < 0
         || add_ufunc(m, matmul_funcs, 4, 2, "matmul", "matrix product mod 2^128",
-                     "(m,n),(m,n),(n,k),(n,k)->(m,k),(m,k)") < 0) {
+                     "(m,n),(m,n),(n,k),(n,k)->(m,k),(m,k)") < 0
+        || add_ufunc(m, replicated_dot_funcs, 8, 2, "replicated_dot",
+                     "sum of r0 (z0 + z1) + r1 z0 mod 2^128 over the last axis",
+                     "(n),(n),(n),(n),(n),(n),(n),(n)->(),()") < 0) {
         Py_DECREF(m);
         return NULL;
     }

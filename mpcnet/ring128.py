@@ -203,6 +203,18 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def replicated_dot(r: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """This party's term of the dot product over the last axis of replicated r and z, each
+    (limb, slot, ..., n): sum of r_0 (z_0 + z_1) + r_1 z_0 mod 2^128, leading axes broadcast,
+    in one pass and no temporaries (the MAC check's combination)."""
+    r, z = np.asarray(r, dtype=U64), np.asarray(z, dtype=U64)
+    shape = np.broadcast_shapes(r.shape[2:-1], z.shape[2:-1])
+    out = np.empty((2,) + shape, dtype=U64)
+    _ring128.replicated_dot(r[0, 0], r[1, 0], r[0, 1], r[1, 1], z[0, 0], z[1, 0], z[0, 1],
+                            z[1, 1], out=(out[0, ...], out[1, ...]))
+    return out
+
+
 def sum_(a: np.ndarray, axis: int) -> np.ndarray:
     """Sum over a logical axis mod 2^128."""
     a = np.asarray(a, dtype=U64)

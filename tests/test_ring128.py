@@ -115,6 +115,28 @@ def test_matmul_with_a_left_factor_below_2_64() -> None:
     assert (r.to_int(r.matmul(a, b)) == want).all()
 
 
+def test_matmul_mixing_left_entries_below_and_above_2_64() -> None:
+    """Entries of the left factor without a high limb take two products, the others three:
+    a mix of both in every row gives the exact product."""
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 1 << 64, size=(2, 30, 100), dtype=np.uint64)
+    a[1][rng.random((30, 100)) < 0.5] = 0
+    b = rng.integers(0, 1 << 64, size=(2, 100, 7), dtype=np.uint64)
+    want = (r.to_int(a).dot(r.to_int(b))) % MOD
+    assert (r.to_int(r.matmul(a, b)) == want).all()
+
+
+def test_replicated_dot_against_ints() -> None:
+    """sum_t r0 (z0 + z1) + r1 z0 over the last axis, leading axes broadcast."""
+    rng = np.random.default_rng(10)
+    rr = rng.integers(0, 1 << 64, size=(2, 2, 1, 50), dtype=np.uint64)  # (limb, slot, 1, n)
+    zz = rng.integers(0, 1 << 64, size=(2, 2, 3, 50), dtype=np.uint64)  # (limb, slot, 3, n)
+    r0, r1 = r.to_int(rr[:, 0]), r.to_int(rr[:, 1])
+    z0, z1 = r.to_int(zz[:, 0]), r.to_int(zz[:, 1])
+    want = (r0 * (z0 + z1) + r1 * z0).sum(axis=-1) % MOD
+    assert (r.to_int(r.replicated_dot(rr, zz)) == want).all()
+
+
 def test_matmul_shape_mismatch() -> None:
     with pytest.raises(ValueError, match="do not align"):
         r.matmul(r.zeros((2, 3)), r.zeros((4, 2)))

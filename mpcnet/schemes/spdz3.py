@@ -609,9 +609,7 @@ class Spdz3(Rep3):
                 z = data[..., start:start + _CHUNK]  # (limb, slot, v, c)
                 r = self._coefficients(z.shape[-1])  # (limb, slot, c)
                 self._observe("mac-coefficients", (entry, start, r))
-                term = ring128.dot2(r[:, 0, None], ring128.add(z[:, 0], z[:, 1]),
-                                    r[:, 1, None], z[:, 0])
-                total = ring128.add(total, ring128.sum_(term, axis=-1))
+                total = ring128.add(total, ring128.replicated_dot(r[:, :, None], z))
         return ring128.add(total, self._zero128((2,)))
 
     def _coefficients(self, count: int) -> np.ndarray:
