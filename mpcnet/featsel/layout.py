@@ -36,7 +36,7 @@ FIXED_BYTES = 256 << 20
 
 CHECKED_CELLS = {"active3": 1 << 18}
 """Most cells scored in one block where every block ends with a check of its ANDs (active3's
-``checkpoint``). MS-GINI's sign test queues about 6 AND words per cell, and an AND check costs
+``checkpoint``). MS-GINI's sign test queues about 3.5 AND words per cell, and an AND check costs
 the same per word from about 2^20 words on (``spdz3.check_plan``: 6.4 words sent per word at
 2^20, 6.0 from 2^21), so a larger block only saves the four rounds of one checkpoint, at
 about 2.4 kB per cell of peak memory (measured: SpeedDating in 4 blocks ran as fast as in 2,

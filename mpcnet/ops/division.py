@@ -19,9 +19,9 @@ flow. With X the divisor's integer encoding, 2^lo <= X < 2^hi:
    the 64 mask bits of all nine truncations are converted in the same two rounds as the sign
    bits of step 1, so each truncation costs one opening round.
 
-Rounds: 20 for rep3, 21 for rep4 (one more carry-save level), for any batch size. Bytes per
-quotient and party: about 10.5 KB (rep3), 23 KB (rep4), nine-tenths of it the random bits of
-the truncation masks (64 bits per truncation): meant for batches of scores, not of data.
+Rounds: 20 for rep3 and rep4, for any batch size. Bytes per quotient and party: about 10 KB
+(rep3), 22 KB (rep4), nine-tenths of it the random bits of the truncation masks (64 bits per
+truncation): meant for batches of scores, not of data.
 
 Precision. Internally c, d and e carry F fractional bits and the quotient f + g bits (g guard
 bits), with F + g <= 61 - q_bits - f and hi + F <= 61 so that no product reaches 2^62 (see
