@@ -17,6 +17,7 @@ import pytest
 from mpcnet.errors import CheatingDetected, PeerError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
+from mpcnet.ops.convert import bit_to_arith
 from mpcnet.schemes import registry, rep4
 from mpcnet.schemes.base import Shared
 from mpcnet.schemes.faults import FaultInjector
@@ -249,6 +250,40 @@ def test_tampered_addend(cheater: int, kind: str) -> None:
     assert fault.fired >= 1
     assert_aborted(results, "joint-message hash", cheater,
                    lambda r: np.array_equal(r[0] + r[1], x))
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000])
+def test_xor_terms_are_two_bits_whose_xor_is_the_bit(n: int) -> None:
+    """c_0 ^ c_1 and c_2 ^ c_3 as arithmetic 0/1 sharings, in one round; bit_to_arith then
+    needs one product."""
+    b = np.random.default_rng(n).integers(0, 2**64, n, dtype=U64)
+
+    async def body(s: Rep4, b: Shared) -> tuple[list[np.ndarray], int, np.ndarray]:
+        before = s.engine.rounds
+        terms = await s.xor_terms(b)
+        rounds = s.engine.rounds - before
+        return [await s.open(t) for t in terms], rounds, await s.open(await bit_to_arith(s, b))
+
+    for terms, rounds, arith in run(body, {"b": b}, binary=True):
+        assert rounds == 1 and len(terms) == 2
+        assert set(np.unique(np.concatenate(terms)).tolist()) <= {0, 1}
+        np.testing.assert_array_equal(terms[0] ^ terms[1], b & U64(1))
+        np.testing.assert_array_equal(arith, b & U64(1))
+
+
+@pytest.mark.parametrize("cheater", range(4))
+@pytest.mark.parametrize("kind", ["jmp-value", "jmp-hash"])
+def test_tampered_xor_term(cheater: int, kind: str) -> None:
+    b = values(23)
+
+    async def body(s: Rep4, b: Shared) -> np.ndarray:
+        return await s.open(await bit_to_arith(s, b))
+
+    fault = FaultInjector(cheater, kind, delta=12345)
+    results = run(body, {"b": b}, binary=True, fault=fault, timeout=0.5)
+    assert fault.fired >= 1
+    assert_aborted(results, "joint-message hash", cheater,
+                   lambda r: np.array_equal(r, b & U64(1)))
 
 
 def test_components_are_local() -> None:

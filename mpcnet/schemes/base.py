@@ -255,6 +255,11 @@ class Scheme(ABC):
         """Arithmetic sharings of the XOR components of the bit in position 0 of b (local for
         passive schemes; an active scheme may need a round to authenticate them)."""
 
+    async def xor_terms(self, b: Shared) -> list[Shared]:
+        """Arithmetic 0/1 sharings whose XOR is the bit in position 0 of b, as few as the
+        scheme makes cheaply: by default its XOR components (``bit_components``)."""
+        return await self.bit_components(b)
+
     # -- checks ----------------------------------------------------------------------------
     def note_input(self, x: Shared) -> None:  # noqa: B027 - passive schemes trust inputs
         """Queue a check that a client gave every holder of a component the same value."""

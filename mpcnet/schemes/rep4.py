@@ -477,17 +477,30 @@ class Rep4(Scheme):
         that know both its components [F4: Pi_inp with two input parties]: one round, about
         half a word per value and party, where reducing the four components by carry-save
         adders takes two AND rounds of 1.5 words each."""
-        data = np.asarray(x.data, dtype=U64).reshape(3, -1)
-        n = data.shape[1]
+        return await self._pair_sums(np.asarray(x.data, dtype=U64), np.add, binary=True)
+
+    async def xor_terms(self, b: Shared) -> list[Shared]:
+        """Bit 0 of b as the XOR of two arithmetic 0/1 sharings, c_0 ^ c_1 and c_2 ^ c_3,
+        jointly shared as in ``addends``: one round, after which ``bit_to_arith`` folds them
+        with one product, where the four components take three products in two rounds."""
+        bits = np.asarray(b.data, dtype=U64) & U64(1)
+        return await self._pair_sums(bits, np.bitwise_xor, binary=False)
+
+    async def _pair_sums(self, data: np.ndarray, combine: Callable[..., np.ndarray],
+                         binary: bool) -> list[Shared]:
+        """combine(x_0, x_1) and combine(x_2, x_3) of the components in ``data`` (3, ...),
+        as new sharings (binary or arithmetic), jointly shared in one round (``_ADDENDS``)."""
+        flat = data.reshape(3, -1)
+        n = flat.shape[1]
         cross = {}
         for half, pair in enumerate(_PAIRS):
             if self.party not in pair:  # both components are held here
-                total = np.zeros(2 * n, dtype=U64)
+                values = np.zeros(2 * n, dtype=U64)
                 g, h = sorted(pair)
-                np.add(data[self._slot(g)], data[self._slot(h)], out=total[half * n:][:n])
-                cross[pair] = total
-        z = await self._reshare(np.zeros((3, 2 * n), dtype=U64), cross, True, _ADDENDS)
-        return [Shared(z[:, half * n:(half + 1) * n].reshape(x.data.shape), 1, True)
+                combine(flat[self._slot(g)], flat[self._slot(h)], out=values[half * n:][:n])
+                cross[pair] = values
+        z = await self._reshare(np.zeros((3, 2 * n), dtype=U64), cross, binary, _ADDENDS)
+        return [Shared(z[:, half * n:(half + 1) * n].reshape(data.shape), 1, binary)
                 for half in range(2)]
 
     async def bit_components(self, b: Shared) -> list[Shared]:
