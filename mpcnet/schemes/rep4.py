@@ -33,6 +33,12 @@ halves of the batch, so every party sends and receives exactly 1.5 ring elements
 (communication ~ result size); a cross term costs one matmul, (X_g + X_h)(Y_g + Y_h) minus the
 two diagonal products.
 
+Pair sums [F4: Pi_inp with two input parties]. x_0 + x_1 is known to parties 2 and 3 and
+x_2 + x_3 to 0 and 1, so a comparison's binary addends (``addends``) and a bit's arithmetic
+XOR terms c_0 ^ c_1, c_2 ^ c_3 (``xor_terms``) are joint sharings, one round of ``_ADDENDS``,
+checked by the same joint-message hash: the four components would need two rounds of
+carry-save ANDs, or three products, instead.
+
 Opening [F4: reconstruction]. Party p gets its missing component x_p as a value from party p+1
 and as a SHA-256 digest from party p+2; a mismatch raises ``CheatingDetected("open
 consistency")``.
