@@ -10,8 +10,6 @@ one buffer per peer per round, whatever their number.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from mpcnet.ops.convert import bit_to_arith, local_map, reduce_components
@@ -26,12 +24,26 @@ def _block_tops(width: int) -> np.uint64:
     return np.uint64(sum(block << shift for shift in range(0, 64, 2 * width)))
 
 
-def _pack(data: np.ndarray, width: int) -> np.ndarray:
+def _pack(data: np.ndarray, width: int, out: np.ndarray | None = None) -> np.ndarray:
     """Merge the words of the second half into the first: keep the top ``width`` bits of each
     2*width block of both, the second half's shifted down into the free low bits."""
     half = data.shape[-1] // 2
     mask = _block_tops(width)
-    return (data[..., :half] & mask) | ((data[..., half:] & mask) >> np.uint64(width))
+    out = np.bitwise_and(data[..., :half], mask, out=out)
+    low = data[..., half:] & mask
+    low >>= np.uint64(width)
+    out |= low
+    return out
+
+
+def _packed(parts: list[Shared], width: int) -> Shared:
+    """Binary sharings of one shape (N,), packed (``_pack``) straight into the rows of one
+    (len(parts), N/2) sharing, without a concatenated copy."""
+    first = parts[0].data
+    out = np.empty(first.shape[:-1] + (len(parts), first.shape[-1] // 2), dtype=np.uint64)
+    for row, part in enumerate(parts):
+        _pack(part.data, width, out=out[..., row, :])
+    return Shared(out, parts[0].lead, True)
 
 
 def _bit_positions() -> np.ndarray:
@@ -77,21 +89,21 @@ async def msb(s: Scheme, x: Shared) -> Shared:
 
     u, v = local_map(u, shifted_padded), local_map(v, shifted_padded)
     p = s.xor(u, v)
-    pairs = functools.partial(_pack, width=1)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift)
-    low = await s.and_(local_map(concat([s.shift(u, 1), p]).reshape(2, padded), pairs),
-                       local_map(concat([s.shift(v, 1), s.shift(p, 1)]).reshape(2, padded), pairs))
+    low = await s.and_(_packed([s.shift(u, 1), p], 1), _packed([s.shift(v, 1), s.shift(p, 1)], 1))
     # round 2 the block's generate, the majority of u1, v1 and that carry: u1 ^ (p1 & (u1 ^ c))
-    u1, p1 = local_map(u, pairs), local_map(p, pairs)
-    state = concat([s.xor(u1, await s.and_(p1, s.xor(u1, low[0]))), low[1]]).reshape(2, -1)
+    high = _packed([u, p], 1)
+    u1, p1 = high[0], high[1]
+    gen = s.xor(u1, await s.and_(p1, s.xor(u1, low[0])))
+    prop = low[1]
     width = 2
-    while width < 32:  # combine adjacent blocks: [G ^ P & G<<w, P & P<<w] at the high halves
-        pack = functools.partial(_pack, width=width)
-        both = await s.and_(local_map(state[1:2], pack), local_map(s.shift(state, width), pack))
-        state = concat([s.xor(local_map(state[0:1], pack), both[0:1]), both[1:2]]).reshape(2, -1)
+    while width < 32:  # combine adjacent blocks: G ^ P & G<<w, P & P<<w at the high halves
+        both = await s.and_(_packed([prop], width),
+                            _packed([s.shift(gen, width), s.shift(prop, width)], width))
+        gen, prop = s.xor(_packed([gen], width)[0], both[0]), both[1]
         width *= 2
-    final = s.xor(state[0], await s.and_(state[1], s.shift(state[0], 32)))
+    final = s.xor(gen, await s.and_(prop, s.shift(gen, 32)))
     carry = local_map(final, lambda d: _unpack_carries(d, count))
     return s.xor(top, carry).reshape(x.shape)
 
