@@ -13,6 +13,7 @@
 #include <numpy/ndarraytypes.h>
 #include <numpy/ufuncobject.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef unsigned __int128 u128;
 
@@ -99,41 +100,99 @@ static void replicated_dot_loop(char **args, npy_intp const *dims, npy_intp cons
     }
 }
 
-/* (m,n),(m,n),(n,k),(n,k)->(m,k),(m,k): the matrix product, ROW columns of a result row at a
- * time (each a[i, t] times a stretch of the row b[t, :], accumulated on the stack: rows of b
- * are read in order) */
-#define ROW 256
+/* x y for a 64-bit x (the compiler then takes two products instead of three) */
+static inline u128 mul_small(uint64_t x, u128 y) { return (u128)x * y; }
+
+/* one entry of the product: row (lo, hi, stride) of a against the contiguous column y */
+static u128 dot_column(const char *lo, const char *hi, npy_intp slo, npy_intp shi,
+                       const u128 *y, npy_intp n, int small) {
+    u128 c = 0;
+    if (small)
+        for (npy_intp t = 0; t < n; t++) c += mul_small(LIMB(lo + t * slo), y[t]);
+    else
+        for (npy_intp t = 0; t < n; t++) c += PAIR(lo + t * slo, hi + t * shi) * y[t];
+    return c;
+}
+
+/* (m,n),(m,n),(n,k),(n,k)->(m,k),(m,k): the matrix product. b is copied once into columns of
+ * contiguous 128-bit elements; the result is computed in 2 x 2 tiles whose four sums stay in
+ * registers over the inner axis (two rows of a, two columns of b read once per tile), and a
+ * pair of rows of a without high limbs (inputs) takes two products per term instead of three */
 static void matmul_loop(char **args, npy_intp const *dims, npy_intp const *steps, void *data) {
     (void)data;
     npy_intp m = dims[1], n = dims[2], k = dims[3];
     const npy_intp *s = steps + 6; /* core strides: a0 (m, n), a1 (m, n), b0 (n, k), ... */
-    u128 row[ROW];
+    u128 *bt = malloc(sizeof(u128) * (size_t)(k * n > 0 ? k * n : 1));
+    unsigned char *small = malloc((size_t)(m > 0 ? m : 1));
+    if (bt == NULL || small == NULL) { /* no memory: numpy sees the error after the loop */
+        free(bt);
+        free(small);
+        NPY_ALLOW_C_API_DEF
+        NPY_ALLOW_C_API
+        PyErr_NoMemory();
+        NPY_DISABLE_C_API
+        return;
+    }
     for (npy_intp outer = 0; outer < dims[0]; outer++) {
         char *a0 = args[0] + outer * steps[0], *a1 = args[1] + outer * steps[1];
         char *b0 = args[2] + outer * steps[2], *b1 = args[3] + outer * steps[3];
         char *o0 = args[4] + outer * steps[4], *o1 = args[5] + outer * steps[5];
+        for (npy_intp t = 0; t < n; t++)
+            for (npy_intp j = 0; j < k; j++)
+                bt[j * n + t] = PAIR(b0 + t * s[4] + j * s[5], b1 + t * s[6] + j * s[7]);
         for (npy_intp i = 0; i < m; i++) {
-            for (npy_intp j0 = 0; j0 < k; j0 += ROW) {
-                npy_intp width = k - j0 < ROW ? k - j0 : ROW;
-                for (npy_intp j = 0; j < width; j++) row[j] = 0;
-                for (npy_intp t = 0; t < n; t++) {
-                    u128 x = PAIR(a0 + i * s[0] + t * s[1], a1 + i * s[2] + t * s[3]);
-                    char *y0 = b0 + t * s[4] + j0 * s[5], *y1 = b1 + t * s[6] + j0 * s[7];
-                    uint64_t lo = (uint64_t)x;
-                    if ((uint64_t)(x >> 64) == 0) /* a 64-bit x (inputs): two products */
-                        for (npy_intp j = 0; j < width; j++)
-                            row[j] += (u128)lo * LIMB(y0 + j * s[5])
-                                      + ((u128)(lo * LIMB(y1 + j * s[7])) << 64);
-                    else
-                        for (npy_intp j = 0; j < width; j++)
-                            row[j] += x * PAIR(y0 + j * s[5], y1 + j * s[7]);
+            small[i] = 1;
+            for (npy_intp t = 0; t < n && small[i]; t++)
+                small[i] = LIMB(a1 + i * s[2] + t * s[3]) == 0;
+        }
+#define ROW_LO(i) (a0 + (i) * s[0])
+#define ROW_HI(i) (a1 + (i) * s[2])
+#define OUT(i, j, v) STORE(o0 + (i) * s[8] + (j) * s[9], o1 + (i) * s[10] + (j) * s[11], v)
+        npy_intp i = 0;
+        for (; i + 1 < m; i += 2) {
+            const char *l0 = ROW_LO(i), *h0 = ROW_HI(i), *l1 = ROW_LO(i + 1), *h1 = ROW_HI(i + 1);
+            int both_small = small[i] && small[i + 1];
+            npy_intp j = 0;
+            for (; j + 1 < k; j += 2) {
+                const u128 *y0 = bt + j * n, *y1 = bt + (j + 1) * n;
+                u128 c00 = 0, c01 = 0, c10 = 0, c11 = 0;
+                if (both_small) {
+                    for (npy_intp t = 0; t < n; t++) {
+                        uint64_t x0 = LIMB(l0 + t * s[1]), x1 = LIMB(l1 + t * s[1]);
+                        c00 += mul_small(x0, y0[t]);
+                        c01 += mul_small(x0, y1[t]);
+                        c10 += mul_small(x1, y0[t]);
+                        c11 += mul_small(x1, y1[t]);
+                    }
+                } else {
+                    for (npy_intp t = 0; t < n; t++) {
+                        u128 x0 = PAIR(l0 + t * s[1], h0 + t * s[3]);
+                        u128 x1 = PAIR(l1 + t * s[1], h1 + t * s[3]);
+                        c00 += x0 * y0[t];
+                        c01 += x0 * y1[t];
+                        c10 += x1 * y0[t];
+                        c11 += x1 * y1[t];
+                    }
                 }
-                for (npy_intp j = 0; j < width; j++)
-                    STORE(o0 + i * s[8] + (j0 + j) * s[9], o1 + i * s[10] + (j0 + j) * s[11],
-                          row[j]);
+                OUT(i, j, c00);
+                OUT(i, j + 1, c01);
+                OUT(i + 1, j, c10);
+                OUT(i + 1, j + 1, c11);
+            }
+            for (; j < k; j++) {
+                OUT(i, j, dot_column(l0, h0, s[1], s[3], bt + j * n, n, small[i]));
+                OUT(i + 1, j, dot_column(l1, h1, s[1], s[3], bt + j * n, n, small[i + 1]));
             }
         }
+        for (; i < m; i++)
+            for (npy_intp j = 0; j < k; j++)
+                OUT(i, j, dot_column(ROW_LO(i), ROW_HI(i), s[1], s[3], bt + j * n, n, small[i]));
+#undef ROW_LO
+#undef ROW_HI
+#undef OUT
     }
+    free(bt);
+    free(small);
 }
 
 static char types_u64[10] = {NPY_UINT64, NPY_UINT64, NPY_UINT64, NPY_UINT64, NPY_UINT64,
