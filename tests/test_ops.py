@@ -40,6 +40,20 @@ def test_ltz_keeps_shape(scheme: str) -> None:
                                   (x < 0).astype(np.uint64))
 
 
+@pytest.mark.parametrize("value", [-5, 0, 7])
+def test_sign_and_zero_tests_of_a_scalar(scheme: str, value: int) -> None:
+    """A 0-d sharing: ltz and eqz keep its shape (found by review: active3's bit components
+    and rep3's AND wrote into 0-d views)."""
+    x = np.array(value, dtype=np.int64)
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await ltz(s, x)), await s.open(await eqz(s, x))
+
+    less, zero = opened(run_protocol(scheme, {"x": x}, body))
+    assert less.shape == zero.shape == ()
+    assert (int(less), int(zero)) == (int(value < 0), int(value == 0))
+
+
 def test_lt_and_eqz(scheme: str) -> None:
     rng = np.random.default_rng(7)
     x = np.concatenate([rng.integers(-50, 50, 200), [0, 0, 5, -2**62]])

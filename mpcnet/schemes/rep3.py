@@ -111,7 +111,7 @@ class Rep3(Scheme):
     async def mul(self, x: Shared, y: Shared) -> Shared:
         a, b = np.broadcast_arrays(x.data, y.data)
         out = self._terms(a.shape[1:])
-        z = out[0]
+        z = out[0] if out.ndim > 1 else out[0:1]  # a view, also for a scalar (for out=)
         np.add(b[0], b[1], out=z)
         z *= a[0]
         z += a[1] * b[0]
@@ -154,7 +154,7 @@ class Rep3(Scheme):
     def _and_terms(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """This party's 3-out-of-3 term of a AND b (in row 0 of a fresh result array)."""
         out = self._terms(a.shape[1:])
-        z = out[0]
+        z = out[0] if out.ndim > 1 else out[0:1]  # a view, also for a scalar (for out=)
         np.bitwise_xor(b[0], b[1], out=z)
         z &= a[0]
         z ^= a[1] & b[0]

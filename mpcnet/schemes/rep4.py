@@ -64,6 +64,7 @@ from mpcnet.schemes.base import Public, Scheme, Shared, broadcast_data
 from mpcnet.schemes.faults import KINDS, FaultInjector
 from mpcnet.schemes.replicated import (
     DIGEST_WORDS,
+    RunningHash,
     checked_words,
     combine,
     digest_words,
@@ -252,12 +253,12 @@ class Rep4(Scheme):
 
     # -- helpers ---------------------------------------------------------------------------
     @staticmethod
-    def _link_hash(hasher: int, receiver: int) -> hashlib._Hash:
-        return hashlib.sha256(b"mpcnet-rep4-jmp" + bytes([hasher, receiver]))
+    def _link_hash(hasher: int, receiver: int) -> RunningHash:
+        return RunningHash(b"mpcnet-rep4-jmp" + bytes([hasher, receiver]))
 
     @staticmethod
-    def _pair_hash(a: int, b: int) -> hashlib._Hash:
-        return hashlib.sha256(b"mpcnet-rep4-input" + bytes([min(a, b), max(a, b)]))
+    def _pair_hash(a: int, b: int) -> RunningHash:
+        return RunningHash(b"mpcnet-rep4-input" + bytes([min(a, b), max(a, b)]))
 
     def _widened(self, x: Shared, c: Public) -> np.ndarray:
         """A writable copy of x's data broadcast against the public value c (same at every
@@ -430,7 +431,7 @@ class Rep4(Scheme):
 
     @staticmethod
     def _open_digest(component: np.ndarray) -> bytes:
-        h = hashlib.sha256(b"mpcnet-rep4-open")
+        h = RunningHash(b"mpcnet-rep4-open")
         h.update(np.ascontiguousarray(component).data)
         return h.digest()
 

@@ -8,20 +8,43 @@ cover every component (Araki et al. 2016 for 3PC; Dalskov et al. 2021 for 4PC).
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Callable, Sequence
 from functools import reduce
+from typing import Any
 
+import blake3
 import numpy as np
 
 from mpcnet.errors import CheatingDetected
 
 U64 = np.uint64
-DIGEST_WORDS = 4  # a SHA-256 digest as uint64 words
+DIGEST_WORDS = 4  # a 256-bit digest as uint64 words
 
 
-def digest_words(h: hashlib._Hash) -> np.ndarray:
+class RunningHash:
+    """A running digest of the words a check compares (what a server sent, claims or vouches
+    for): BLAKE3, whose 256-bit digests bind as SHA-256's do at 2.2 times its throughput here
+    (3.1 against 1.4 GB/s on this machine's 2 cores, where hashing was a tenth of active3's
+    and active4's CPU time)."""
+
+    __slots__ = ("_h",)
+
+    def __init__(self, data: Any = b"") -> None:
+        self._h = blake3.blake3()
+        self.update(data)
+
+    def update(self, data: Any) -> None:
+        """Feed bytes or any C-contiguous buffer (numpy data of any dtype) as its bytes."""
+        view = memoryview(data)
+        if view.nbytes:  # an empty view cannot be cast
+            self._h.update(view.cast("B"))
+
+    def digest(self) -> bytes:
+        return self._h.digest()
+
+
+def digest_words(h: RunningHash) -> np.ndarray:
     """A running hash's digest as uint64 words, to travel in a message."""
     return np.frombuffer(h.digest(), dtype=U64)
 

@@ -123,7 +123,7 @@ from mpcnet.schemes.base import Public, Shared, broadcast_data
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.keys import pairwise_prfs
 from mpcnet.schemes.rep3 import Rep3
-from mpcnet.schemes.replicated import DIGEST_WORDS, checked_words, digest_words
+from mpcnet.schemes.replicated import DIGEST_WORDS, RunningHash, checked_words, digest_words
 
 U64 = np.uint64
 VALUE, MAC = 0, 1
@@ -203,8 +203,8 @@ class Spdz3(Rep3):
         self._ands: list[_And] = []  # (slot, n) words
         self._folded: np.ndarray | None = None  # MAC terms of w and u folded by checkpoint
         self._pending_input = False
-        self._claim: dict[str, hashlib._Hash] = {}
-        self._expect: dict[str, hashlib._Hash] = {}
+        self._claim: dict[str, RunningHash] = {}
+        self._expect: dict[str, RunningHash] = {}
         self._reset_digests()
 
     @classmethod
@@ -248,8 +248,8 @@ class Spdz3(Rep3):
     def _reset_digests(self, checks: tuple[str, ...] = (*CHECKS, INPUTS)) -> None:
         """Per check: what I claim to the next party, and what I expect the previous to claim."""
         for c in checks:
-            self._claim[c] = hashlib.sha256(c.encode())
-            self._expect[c] = hashlib.sha256(c.encode())
+            self._claim[c] = RunningHash(c.encode())
+            self._expect[c] = RunningHash(c.encode())
 
     def _received(self, got: dict[int, np.ndarray], peer: int, size: int,
                   check: str) -> np.ndarray:
@@ -391,7 +391,7 @@ class Spdz3(Rep3):
         the next party, its digest from the previous one, compared in the same round before
         anything uses it (the messages pass the fault hook as ``kind`` and ``kind``-hash)."""
         data = np.ascontiguousarray(data)
-        vouch = digest_words(hashlib.sha256(data[0].data))
+        vouch = digest_words(RunningHash(data[0]))
         hash_kind = "open-hash" if kind == "open-value" else f"{kind}-hash"
         got = await self.engine.exchange(
             {self.prev_party: self._outgoing(kind, self.prev_party, data[1]),
@@ -402,7 +402,7 @@ class Spdz3(Rep3):
         self._observe("received", (kind, self.next_party, missing))
         self._observe("received", (hash_kind, self.prev_party, digest))
         if not np.array_equal(digest, digest_words(
-                hashlib.sha256(np.ascontiguousarray(missing).data))):
+                RunningHash(np.ascontiguousarray(missing)))):
             raise CheatingDetected("open consistency",
                                    f"party {self.party}: the value from party {self.next_party} "
                                    f"does not match the digest from party {self.prev_party}")
@@ -456,20 +456,21 @@ class Spdz3(Rep3):
         so it is (alpha_0 + alpha_1) AND a mask of the bit in slot 0 (this party's own
         component), alpha_0 AND a mask of the bit in slot 1 (the next party's), and zero for
         the component this party lacks."""
-        bits = b.data & U64(1)  # (slot, ...)
+        shape = b.data.shape[1:]
+        bits = (b.data & U64(1)).reshape(2, -1)  # (slot, n)
         own, nxt = self.party, self.next_party
         alpha = self._alpha
         both = ring128.add(alpha[:, 0], alpha[:, 1])
-        term = np.zeros((2, 3) + bits.shape[1:], dtype=U64)  # (limb, component, ...)
+        term = np.zeros((2, 3, bits.shape[1]), dtype=U64)  # (limb, component, n)
         for limb in range(2):
             np.bitwise_and(U64(0) - bits[0], both[limb], out=term[limb, own])
             np.bitwise_and(U64(0) - bits[1], alpha[limb, 0], out=term[limb, nxt])
-        data = np.zeros((2, 2, 2, 3) + bits.shape[1:], dtype=U64)  # (limb, slot, v, comp, ...)
+        data = np.zeros((2, 2, 2, 3, bits.shape[1]), dtype=U64)  # (limb, slot, v, comp, n)
         data[0, 0, VALUE, own], data[0, 1, VALUE, nxt] = bits[0], bits[1]
         await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product",
                                out=data[:, :, MAC])
         self._macs.append(data.reshape(2, 2, 2, -1))
-        return [Shared(data[:, :, :, j], 3) for j in range(3)]
+        return [Shared(data[:, :, :, j].reshape((2, 2, 2) + shape), 3) for j in range(3)]
 
     # -- checks ----------------------------------------------------------------------------
     def note_input(self, x: Shared) -> None:
@@ -623,8 +624,8 @@ class Spdz3(Rep3):
         """The digest binding the triple terms, salted by the key of their sender and
         receiver: once rho and sigma are open, the terms are a function of the ANDs' inputs,
         so an unsalted digest would let the relayer test guesses of them (found by review)."""
-        h = hashlib.sha256(salt)
-        h.update(np.ascontiguousarray(terms).data)
+        h = RunningHash(salt)
+        h.update(np.ascontiguousarray(terms))
         return digest_words(h)
 
     def _check_commitment(self, terms: np.ndarray, relayed: np.ndarray, salt: bytes) -> None:
