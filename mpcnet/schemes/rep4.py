@@ -11,7 +11,7 @@ known to two parties is also known to a third, so every message a protocol needs
 by one holder and vouched for by another.
 
 Joint message passing [F4: Pi_jmp]. When parties i and j both know m and k must learn it, i
-sends m and j only feeds m into a running SHA-256 state for the link j -> k; k feeds what it
+sends m and j only feeds m into a running BLAKE3 state for the link j -> k; k feeds what it
 received into its copy of that state. The voucher appends the 32-byte digest to its message of
 the same round, so k compares before it sends anything else: a tampered value never reaches a
 later message, a digest or an opening, at no extra round and 32 bytes per link per round. A
@@ -40,7 +40,7 @@ checked by the same joint-message hash: the four components would need two round
 carry-save ANDs, or three products, instead.
 
 Opening [F4: reconstruction]. Party p gets its missing component x_p as a value from party p+1
-and as a SHA-256 digest from party p+2; a mismatch raises ``CheatingDetected("open
+and as a BLAKE3 digest from party p+2; a mismatch raises ``CheatingDetected("open
 consistency")``.
 
 Correlated randomness comes from the four triple keys K_c known to every party but c, agreed at
