@@ -21,6 +21,7 @@ from pathlib import Path
 from mpcnet import config
 from mpcnet.errors import MPCError
 from mpcnet.net.tls import run
+from parties.heap import keep_freed_memory
 from parties.server import PartyServer
 
 
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyS
         dep.server(args.name)
         setup_logging(args.name, args.log_level or dep.log_level)
         os.umask(0o077)  # whatever this process creates is for its own user only (shares)
+        keep_freed_memory()  # a job's large arrays are reused, not faulted in afresh
         run(serve(dep, args.name, args.ready_file, server_class))
     except MPCError as exc:
         print(f"mpc-party {args.name}: {exc}", file=sys.stderr)

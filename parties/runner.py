@@ -34,11 +34,13 @@ from mpcnet.plain.logreg import Training
 from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme, Shared
 from parties import catalog
+from parties.heap import release_freed_memory
 from parties.jobs import Job
 from parties.storage import Storage
 
 log = logging.getLogger("mpcnet.party")
 Shares = tuple[ShareSource, np.ndarray | None]
+IDLE_RELEASE_S = 30.0  # seconds without a job before the freed heap is handed back
 
 
 def _setting(security: str) -> type[Scheme]:
@@ -90,6 +92,12 @@ class JobRunner:
     runtime: Runtime = field(default_factory=Runtime)
     engines: dict[str, RoundEngine] = field(default_factory=dict)
 
+    def _release_if_idle(self) -> None:
+        """``IDLE_RELEASE_S`` after a job ends, the heap it freed goes back to the kernel
+        unless a job is running then (``parties.heap``): jobs in a row reuse it."""
+        if not self.engines:
+            release_freed_memory()
+
     def progress(self, job_id: str) -> dict[str, Any] | None:
         engine = self.engines.get(job_id)
         if engine is None:
@@ -140,6 +148,7 @@ class JobRunner:
                 self.storage.discard(staged)
             self.engines.pop(job.id, None)
             await channel.close()
+            asyncio.get_running_loop().call_later(IDLE_RELEASE_S, self._release_if_idle)
 
     async def _setup(self, job: Job, engine: RoundEngine) -> tuple[Scheme, int]:
         """The job's scheme and the memory budget its servers agreed on."""
