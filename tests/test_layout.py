@@ -7,10 +7,19 @@ from mpcnet.featsel.layout import CHECKED_CELLS, DEFAULT_MEMORY_BUDGET, layout
 
 def test_an_active3_block_holds_at_most_the_cells_one_check_needs() -> None:
     speed = layout("active3", 8378, 122, 2, 67, DEFAULT_MEMORY_BUDGET)
-    assert speed.columns * 8378 <= CHECKED_CELLS["active3"] < (speed.columns + 1) * 8378
-    assert -(-122 // speed.columns) == 4  # SpeedDating: 4 blocks (the budget alone: 2)
+    most = CHECKED_CELLS["active3"] // 8378  # 46 columns
+    assert -(-122 // speed.columns) == -(-122 // most) == 3  # the budget alone: 2 blocks
+    assert speed.columns == 41  # 41 + 41 + 40 rather than 46 + 46 + 30
+
+
+def test_blocks_are_of_even_size() -> None:
+    for p in (7, 100, 122, 123, 1000):
+        blocks = layout("active3", 8378, p, 2, 1, DEFAULT_MEMORY_BUDGET)
+        count = -(-p // blocks.columns)
+        assert blocks.columns * 8378 <= CHECKED_CELLS["active3"]
+        assert p - (count - 1) * blocks.columns >= blocks.columns - count  # last: about full
     big = layout("active3", 1_000_000, 100, 2, 10, DEFAULT_MEMORY_BUDGET)
-    assert big.tile_rows == CHECKED_CELLS["active3"]  # 4 tiles per column (the budget: 3)
+    assert big.tile_rows == 333_334  # 3 even tiles per column of at most CHECKED_CELLS
 
 
 def test_settings_without_checks_per_block_fill_the_budget() -> None:

@@ -34,14 +34,18 @@ WORD_BYTES = {"passive3": 16, "active3": 64, "active4": 24}
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
 
-CHECKED_CELLS = {"active3": 1 << 18}
+CHECKED_CELLS = {"active3": 3 << 17}
 """Most cells scored in one block where every block ends with a check of its ANDs (active3's
 ``checkpoint``). MS-GINI's sign test queues about 3.5 AND words per cell, and an AND check costs
-the same per word from about 2^20 words on (``spdz3.check_plan``: 6.4 words sent per word at
-2^20, 6.0 from 2^21), so a larger block only saves the four rounds of one checkpoint, at
-about 2.4 kB per cell of peak memory (measured: SpeedDating in 4 blocks ran as fast as in 2,
-peaking at 0.8 GB per server instead of 1.7; bench/README). Scores whose cells cost more
-memory (``cell_cost``) have smaller blocks by the budget already."""
+the same per word from 2^20 words on (``spdz3.check_plan``: two pools of more than n triples,
+6.0 words sent per AND word) but more below (its pools need 2^20 triples at least: 7.5 words
+per word at 0.86 x 2^20). So a block should queue 2^20 AND words or more, and blocks are made
+of even size (``_even``), the last one included: SpeedDating is scored in 3 blocks of 41, 41
+and 40 columns (6.0 words per AND word, 371 MB sent per server) instead of 4 of at most 31
+(7.5, 413 MB), at 655-690 MB peak per server instead of 520-560 (bench/README, section 1).
+A larger block saves only the four rounds of a checkpoint, at about 1.5 kB of peak memory
+per cell. Scores whose cells cost more memory (``cell_cost``) have smaller blocks by the
+budget already."""
 
 MIN_TILE_CELLS = 4096
 """Rows of a column below which a tile is all overhead: the budget is refused instead."""
@@ -76,6 +80,11 @@ def feature_bytes(setting: str, values: int, limbs: int = 1) -> int:
     return 4 * values * limbs * 64 * WORD_BYTES[setting]
 
 
+def _even(total: int, most: int) -> int:
+    """The size of the fewest pieces of at most ``most`` that cover ``total``, all alike."""
+    return -(-total // -(-total // most))
+
+
 def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
            cell_cost: int = 1, per_feature: int = 0, whole_columns: bool = False) -> Layout:
     """The blocks for this job within ``memory_budget`` bytes, for a score that holds
@@ -98,6 +107,8 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     columns = min(p, (usable + per_feature) // (m * per_cell + per_feature),
                   max(cap // m, 1 if whole_columns else 0))
     tile_rows = m if columns >= 1 else min(usable // per_cell, max(cap, MIN_TILE_CELLS))
+    # blocks and tiles of even size: a small last one's AND check costs more per AND word
+    columns, tile_rows = (_even(p, columns) if columns >= 1 else 0), _even(m, tile_rows)
     product_cell = SCORING_BYTES_PER_CELL[setting]
     product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))
     return Layout(max(1, columns), tile_rows, product_rows, usable)
