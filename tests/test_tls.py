@@ -171,8 +171,9 @@ def test_rep3_protocol_runs_over_tls_unchanged(pki: Path) -> None:
 
 
 def test_large_arrays_cross_in_both_directions_at_once(pki: Path) -> None:
-    """Both ends send 8 MB before reading: sends never wait for the peer (no deadlock)."""
-    big = [np.random.default_rng(i).integers(0, 2**63, 1 << 20, dtype=np.uint64)
+    """Both ends send 8 MB before reading: sends never wait for the peer (no deadlock). The
+    bodies go to the transport in WRITE_CHUNK pieces, the last one shorter."""
+    big = [np.random.default_rng(i).integers(0, 2**63, (1 << 20) + 5 * i, dtype=np.uint64)
            for i in range(3)]
 
     async def main() -> None:
