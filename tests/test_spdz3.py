@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -261,3 +262,59 @@ def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
                for path in (ROOT / "mpcnet").rglob("*.py")
                if re.search(r"\.open_masked\(", path.read_text())}
     assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py"}, callers
+
+
+@dataclass
+class WordOff(FaultInjector):
+    """Adds ``delta`` to word ``at`` of ``party``'s first message of ``kind`` after the first
+    ``after`` ones, in place."""
+
+    at: int = 0
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if party == self.party and kind == self.kind and not self.fired:
+            self.seen += 1
+            if self.seen <= self.after:
+                return payload
+            self.fired += 1
+            with np.errstate(over="ignore"):
+                payload.reshape(-1)[self.at] += U64(self.delta)
+        return payload
+
+
+def _bit_components(fault: FaultInjector | None) -> list[object]:
+    bits = rep3.share(np.random.default_rng(9).integers(0, 2, 100, dtype=np.int64).view(U64),
+                      binary=True)
+
+    async def party(engine: RoundEngine) -> tuple[np.ndarray, int]:
+        s = await Spdz3.setup(engine, fault=fault)
+        sent = engine.bytes_sent
+        comps = await s.bit_components(Shared(bits[engine.party], 1, True))
+        sent = engine.bytes_sent - sent
+        xor = np.zeros(100, dtype=U64)
+        for c in comps:
+            xor ^= await s.open(c)  # each is a 0/1 component: the MACs checked first
+        return xor, sent
+
+    async def main() -> list[object]:
+        engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(3)]
+        return list(await asyncio.gather(*(party(e) for e in engines), return_exceptions=True))
+
+    return asyncio.run(main())
+
+
+def test_bit_components_send_two_words_per_component_bit_and_each_word_is_checked() -> None:
+    """Each server sends the MAC terms of the two components it holds (2 limbs each), not of
+    the third: 4 words per bit; every one of them is caught by the MAC check if changed."""
+    expected = np.random.default_rng(9).integers(0, 2, 100, dtype=np.int64).view(U64)
+    for xor, sent in _bit_components(None):
+        np.testing.assert_array_equal(xor, expected)
+        assert 4 * 8 * 100 <= sent <= 4 * 8 * 100 + 200  # the words and a frame header
+    # the message is (limb, [own, next], bit): errors 1 and 2^63 in limb 0, 2^64 in limb 1
+    # (2^127 would pass with probability 1/2, changing no output: the module docstring)
+    for cheater in range(3):
+        for at, delta in ((0, 1), (99, 1 << 63), (100, 1), (199, 1 << 63), (250, 1),
+                          (399, 1)):
+            out = _bit_components(WordOff(cheater, "product", delta=delta, at=at))
+            checks = {o.check for o in out if isinstance(o, CheatingDetected)}
+            assert checks == {"MAC"}, (cheater, at, delta, out)

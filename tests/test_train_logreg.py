@@ -263,9 +263,9 @@ class HighMacBeforeATruncation(FaultInjector):
             self.tests += 1
         assert self.engine is not None
         if (kind == "product" and not self.fired and self.engine.current_phase == "standardise"
-                and payload.shape == (2, 3, 64 * self.cells)):  # (limb, component, bit cell)
+                and payload.shape == (2, 2, 64 * self.cells)):  # (limb, [own, next], bit)
             at = 20 * self.cells
-            payload[1, 2, at:at + 1] += np.uint64(1 << 63)  # + 2^127: the high limb
+            payload[1, 1, at:at + 1] += np.uint64(1 << 63)  # + 2^127: the high limb
             self.fired += 1
         return payload
 

@@ -58,8 +58,9 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
   value components: each component is held by two servers, so the binary input is the honest
   holder's copy and equals the authenticated value mod 2^64; a cheater's deviation is an error
   in a product or an AND, caught above. ``bit_components`` authenticates the XOR components of
-  a bit (a product with alpha, queued) before ``bit_to_arith`` folds them with MAC'd products,
-  so a non-bit cannot enter: the bit's value is fixed by the checked binary circuit.
+  a bit (their MACs computed by their two holders, queued like a product's) before
+  ``bit_to_arith`` folds them with MAC'd products, so a non-bit cannot enter: the bit's value is
+  fixed by the checked binary circuit.
 - Openings: ``verify`` first, so nothing derived from an unchecked value leaves; then one
   round in which each party gets its missing component from one holder and a digest of it
   from the other. Only the low 64 bits are opened, so the upper bits of Z_2^128 never leak.
@@ -449,26 +450,41 @@ class Spdz3(Rep3):
         return self._components(x.data[0, :, VALUE], True)
 
     async def bit_components(self, b: Shared) -> list[Shared]:
-        """The XOR components of bit 0 of b as authenticated Z_2^128 sharings (one round).
+        """The XOR components of bit 0 of b as authenticated Z_2^128 sharings (one round, two
+        words sent per component bit and party).
 
-        The product with alpha of a 0/1 component needs no multiplication: this party's term
-        alpha_0 (c_0 + c_1) + alpha_1 c_0 (as in ``_product``) has only one non-zero c here,
-        so it is (alpha_0 + alpha_1) AND a mask of the bit in slot 0 (this party's own
-        component), alpha_0 AND a mask of the bit in slot 1 (the next party's), and zero for
-        the component this party lacks."""
+        Component c_j is known to parties j and j-1; its MAC alpha c_j is shared as
+        t_j + t_{j+1} + t_{j-1}, party i holding (t_i, t_{i+1}) as for any value:
+        - t_{j+1}, the term of party j+1 (which lacks c_j), is the next word of the PRF that
+          parties j and j+1 share: both compute it, nobody sends it;
+        - t_j = (alpha_j + alpha_{j+1}) c_j - t_{j+1} + r and t_{j-1} = alpha_{j-1} c_j - r,
+          with r the next word of the PRF of parties j-1 and j; each goes to the other
+          party that holds it (j to j-1, j-1 to j+1), as in a reshare.
+        The multiplications by a 0/1 component are masks. Party j+1 sees t_{j+1} and t_{j-1},
+        masked by r, which it lacks; party j-1 sees t_j, masked by the word it lacks. A
+        cheater's words are additive errors on MACs, queued for the MAC check like every
+        product's."""
         shape = b.data.shape[1:]
-        bits = (b.data & U64(1)).reshape(2, -1)  # (slot, n)
-        own, nxt = self.party, self.next_party
+        bits = (b.data & U64(1)).reshape(2, -1)  # (slot, n): c_i, c_{i+1}
+        n = bits.shape[1]
+        own, nxt, lack = self.party, self.next_party, self.prev_party  # c_i, c_{i+1}, c_{i-1}
+        # the shared streams, (limb, use, n): with party i+1, the free term of c_i and the
+        # mask of c_{i+1}; with party i-1, the free term of c_{i-1} and the mask of c_i
+        with_next, with_prev = self._next.words((2, 2, n)), self._prev.words((2, 2, n))
         alpha = self._alpha
         both = ring128.add(alpha[:, 0], alpha[:, 1])
-        term = np.zeros((2, 3, bits.shape[1]), dtype=U64)  # (limb, component, n)
+        times = np.empty((2, 2, n), dtype=U64)  # (limb, [own, nxt], n): the products
         for limb in range(2):
-            np.bitwise_and(U64(0) - bits[0], both[limb], out=term[limb, own])
-            np.bitwise_and(U64(0) - bits[1], alpha[limb, 0], out=term[limb, nxt])
-        data = np.zeros((2, 2, 2, 3, bits.shape[1]), dtype=U64)  # (limb, slot, v, comp, n)
+            np.bitwise_and(U64(0) - bits[0], both[limb], out=times[limb, 0])
+            np.bitwise_and(U64(0) - bits[1], alpha[limb, 0], out=times[limb, 1])
+        term = ring128.sub(times, with_next)  # own: - free term; nxt: - its mask
+        term[:, 0] = ring128.add(term[:, 0], with_prev[:, 1])  # own: + its mask
+        data = np.zeros((2, 2, 2, 3, n), dtype=U64)  # (limb, slot, v, component, n)
         data[0, 0, VALUE, own], data[0, 1, VALUE, nxt] = bits[0], bits[1]
-        await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product",
-                               out=data[:, :, MAC])
+        macs = await self._reshare128(term, "product")  # (limb, slot, [own, nxt], n)
+        data[:, 0, MAC, own], data[:, 1, MAC, own] = macs[:, 0, 0], with_next[:, 0]
+        data[:, 0, MAC, nxt], data[:, 1, MAC, nxt] = macs[:, 0, 1], macs[:, 1, 0]
+        data[:, 0, MAC, lack], data[:, 1, MAC, lack] = with_prev[:, 0], macs[:, 1, 1]
         self._macs.append(data.reshape(2, 2, 2, -1))
         return [Shared(data[:, :, :, j].reshape((2, 2, 2) + shape), 3) for j in range(3)]
 
