@@ -184,12 +184,16 @@ class Adaptive(FaultInjector):
         self.products = 0  # product messages so far: the MAC-check entry the next one makes
         self.coefficients: dict[int, list[tuple[int, np.ndarray]]] = {}
         self.seed: bytes | None = None
+        self.freivalds: list[int] = []
 
     def observe(self, party: int, event: str, value: object) -> None:
         if party != self.party:
             return
         if event == "coin":
             self.seed = value  # type: ignore[assignment]
+        elif event == "freivalds":  # (limb, k, 1)
+            r = np.asarray(value)
+            self.freivalds = [int(r[0, c, 0]) + (int(r[1, c, 0]) << 64) for c in range(K)]
         elif event == "mac-coefficients":
             entry, start, r = value  # type: ignore[misc]
             self.coefficients.setdefault(entry, []).append((start, np.array(r)))
@@ -240,9 +244,10 @@ class MacCompensation(Adaptive):
                 self.entries["squares"] = self.products
             elif phase == "scoring" and payload.shape == (2, 2, 2 * M):  # one-hot check
                 self.entries["one-hot"] = self.products
-            elif phase == "product":  # D' = D x T
-                self.entries["reduced"] = self.products
-        elif kind == self.channel:
+            elif phase == "product" and n == 0:  # w = D (T r), Freivalds' test of D' = D x T
+                self.entries["w"] = self.products
+        elif kind == self.channel and not (kind == "mac-claim" and phase == "product"):
+            # (a claim of the product phase is Freivalds' zero test, before the coefficients)
             t0 = self.tested(self.guess)
             if kind == "mac-product":  # alpha w + t0: t - t0
                 _add128(payload, 0, t0)
@@ -264,8 +269,10 @@ class MacCompensation(Adaptive):
             return ([("input", M * P, -e), ("one-hot", 0, -e * rest), ("one-hot", M, -e * rest)]
                     + [("squares", j, -e * int(below[0, j])) for j in range(P)]
                     + [("squares", P + j, e * int(below[1, j])) for j in range(P)])
-        t = _t(data)  # MAC(D[0,J]) + e: D'[0, r] gets e T[J, r]
-        return [("input", J, -e)] + [("reduced", r, -e * int(t[J, r])) for r in range(K)]
+        # MAC(D[0,J]) + e: MAC(w[0]) = MAC(D[0]) . (T r) gets e (T r)[J], r Freivalds' public
+        # vector (D' itself has no MAC)
+        t_r = sum(int(t) * r for t, r in zip(_t(data)[J], self.freivalds, strict=True))
+        return [("input", J, -e), ("w", 0, -e * t_r)]
 
     def tested(self, data: Data) -> int:
         return -sum(self.known(self.entries[item], pos) * d
@@ -323,7 +330,8 @@ def _seeded_keys(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
 def _parity_guesses(cls: type[Scheme], trials: int,
                     monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     """2^127 on MAC(D[0, J]), no compensation; the cheater predicts for each hypothesis
-    whether the check passes (t = 2^127 (r_in + sum_r r_r T[J, r]) = 0 iff that sum is even,
+    whether the check passes (t = 2^127 (r_in + r_w (T r)[J]) = 0 iff that sum is even, r
+    Freivalds' public vector and r_in, r_w the coefficients,
     with the coefficients it knows) and, where the predictions differ, guesses the secret
     from the outcome. Returns (guesses made, correct guesses)."""
     s = SECRETS["selected"]
@@ -342,10 +350,11 @@ def _parity_guesses(cls: type[Scheme], trials: int,
 
 
 def test_a_high_mac_error_does_not_reveal_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    made, correct = _parity_guesses(Spdz3, 40, monkeypatch)
+    # the hypotheses differ in t when r_w and r_c (the rank of J in H1) are odd: 1 in 4
+    made, correct = _parity_guesses(Spdz3, 80, monkeypatch)
     assert made >= 20
     assert correct <= 0.75 * made, f"{correct} of {made} guesses right"  # fair coin: p < 0.002
-    known_made, known_correct = _parity_guesses(KnownCoefficients, 8, monkeypatch)
+    known_made, known_correct = _parity_guesses(KnownCoefficients, 16, monkeypatch)
     assert known_made >= 4 and known_correct == known_made  # positive control
 
 

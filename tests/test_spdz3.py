@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from conftest import outcomes
 
 from mpcnet.errors import CheatingDetected, MPCError
 from mpcnet.net.engine import RoundEngine
@@ -318,3 +319,66 @@ def test_bit_components_send_two_words_per_component_bit_and_each_word_is_checke
             out = _bit_components(WordOff(cheater, "product", delta=delta, at=at))
             checks = {o.check for o in out if isinstance(o, CheatingDetected)}
             assert checks == {"MAC"}, (cheater, at, delta, out)
+
+
+@dataclass
+class ConsistentOutputError(FaultInjector):
+    """Adds ``delta`` to word ``at`` of its terms of z in ``output_matmul`` and commits to the
+    changed terms (the digest it sends in the same round is theirs), so only Freivalds' test
+    can see the error."""
+
+    at: int = 0
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if party != self.party:
+            return payload
+        if kind == "output-product":
+            with np.errstate(over="ignore"):
+                payload.reshape(-1)[self.at] += U64(self.delta)
+            self.terms = np.ascontiguousarray(payload)
+            self.fired += 1
+        elif kind == "output-hash":
+            return Spdz3._commitment(self.salt, self.terms)
+        return payload
+
+    def observe(self, party: int, event: str, value: object) -> None:
+        if party == self.party and event == "output-salt":
+            self.salt = value
+
+
+def _output_matmul(fault: FaultInjector | None) -> list[object]:
+    rng = np.random.default_rng(11)
+    x = rng.integers(-2**40, 2**40, (20, 5), dtype=np.int64).view(U64)
+    y = rng.integers(0, 2, (5, 3), dtype=np.int64).view(U64)
+    xs, ys = rep3.share(x), rep3.share(y)
+
+    async def party(engine: RoundEngine) -> np.ndarray:
+        s = await Spdz3.setup(engine, fault=fault)
+        a, b = await s.input(xs[engine.party], ys[engine.party])
+        return await s.open(await s.output_matmul(a, b))
+
+    return outcomes(3, party)
+
+
+def test_output_matmul_is_the_product_and_each_of_its_messages_is_checked() -> None:
+    """D' = D x T without a MAC: a changed term breaks its commitment; a changed term with
+    a matching commitment fails Freivalds' test (errors 1 and 2^63 in the low limb, 2^64 in
+    the high one); the coin and the product x (y r) are checked as everywhere."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(-2**40, 2**40, (20, 5), dtype=np.int64).view(U64)
+    y = rng.integers(0, 2, (5, 3), dtype=np.int64).view(U64)
+    for out in _output_matmul(None):
+        np.testing.assert_array_equal(out, x @ y)
+    for cheater in range(3):
+        faults: list[tuple[FaultInjector, str]] = [
+            (ConsistentOutputError(cheater, "output-product", delta=d, at=at), "MAC")
+            for at, d in ((0, 1), (17, 1 << 63), (65, 1), (59, 5 << 40))]
+        faults += [(FaultInjector(cheater, kind), check) for kind, check in (
+            ("output-product", "MAC"), ("output-hash", "MAC"), ("output-relay", "MAC"),
+            ("coin", "coin"))]
+        faults.append((FaultInjector(cheater, "product", after=1), "MAC"))  # x (y r)
+        for fault, check in faults:
+            out = _output_matmul(fault)
+            assert fault.fired == 1, fault
+            assert {o.check for o in out if isinstance(o, CheatingDetected)} == {check}, (
+                fault, out)

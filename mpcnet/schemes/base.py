@@ -196,6 +196,11 @@ class Scheme(ABC):
     async def matmul(self, x: Shared, y: Shared) -> Shared:
         """Matrix product with one reshare of the result (communication ~ result size)."""
 
+    async def output_matmul(self, x: Shared, y: Shared) -> Shared:
+        """A matrix product that is only output, never computed on (D' = D x T): ``matmul``,
+        unless the scheme can check such a product more cheaply than it authenticates one."""
+        return await self.matmul(x, y)
+
     @abstractmethod
     async def open(self, x: Shared) -> np.ndarray:
         """Reveal x to every party (after the scheme's checks)."""

@@ -21,13 +21,15 @@ KINDS: dict[str, tuple[str, ...]] = {
     # [F4] joint message passing, openings, the input check and key confirmation
     "active4": ("jmp-value", "jmp-hash", "open-value", "open-hash", "input-hash",
                 "key-confirm"),
-    # SPDZ-wise 3PC: products (value and MAC), circuit ANDs, triple generation (the terms,
-    # their digest and its relay), the MAC check's sums and its alpha w product, the coin,
-    # openings inside the checks, the values the zero tests claim (before hashing), user
-    # openings and the final digests
-    "active3": ("product", "and", "triple", "triple-hash", "triple-relay", "mac-sum", "coin",
-                "mac-product", "check-open", "check-open-hash", "and-claim", "mac-claim",
-                "open-value", "open-hash", "and-hash", "mac-hash", "input-hash"),
+    # SPDZ-wise 3PC: products (value and MAC), the products that are only output (the value
+    # tested by Freivalds: its terms, their digest and its relay), circuit ANDs, triple
+    # generation (the terms, their digest and its relay), the MAC check's sums and its
+    # alpha w product, the coins, openings inside the checks, the values the zero tests claim
+    # (before hashing), user openings and the final digests
+    "active3": ("product", "output-product", "output-hash", "output-relay", "and", "triple",
+                "triple-hash", "triple-relay", "mac-sum", "coin", "mac-product", "check-open",
+                "check-open-hash", "and-claim", "mac-claim", "open-value", "open-hash",
+                "and-hash", "mac-hash", "input-hash"),
 }
 
 
@@ -66,5 +68,6 @@ class FaultInjector:
     def observe(self, party: int, event: str, value: object) -> None:
         """What party ``party`` learns during a check: ``"coin"`` (the seed),
         ``"mac-coefficients"`` ((entry, start, its components)), ``"received"`` ((kind, peer,
-        payload) of every message of the checks' rounds and of openings); fixed faults ignore
-        it."""
+        payload) of every message of the checks' rounds and of openings), the salts of its
+        commitments (``"triple-salt"``, ``"output-salt"``) and Freivalds' public vector
+        (``"freivalds"``, (limb, k, 1)); fixed faults ignore it."""

@@ -61,6 +61,9 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
   a bit (their MACs computed by their two holders, queued like a product's) before
   ``bit_to_arith`` folds them with MAC'd products, so a non-bit cannot enter: the bit's value is
   fixed by the checked binary circuit.
+- Products only output (``output_matmul``: D' = D x T): the value alone, tested by Freivalds
+  with a public vector r tossed after the product's terms are committed (u = z r - x (y r) =
+  0, one MAC'd product and a zero test with the MAC check's); the argument is in the method.
 - Openings: ``verify`` first, so nothing derived from an unchecked value leaves; then one
   round in which each party gets its missing component from one holder and a digest of it
   from the other. Only the low 64 bits are opened, so the upper bits of Z_2^128 never leak.
@@ -135,7 +138,8 @@ INPUTS = "input consistency"  # compared in a round of its own, before inputs ar
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
 _Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
 _Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
-_CHECK_OF = {"product": "MAC", "and": "AND"}  # the check a malformed message of a kind fails
+# the check a malformed message of a kind fails
+_CHECK_OF = {"product": "MAC", "output-product": "MAC", "and": "AND"}
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
 _Part = tuple[str, np.ndarray]  # (message kind, array) in a message of several parts
@@ -382,6 +386,55 @@ class Spdz3(Rep3):
         z = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product")
         self._macs.append(z.reshape(2, 2, 2, -1))
         return Shared(z, 3)
+
+    async def output_matmul(self, x: Shared, y: Shared) -> Shared:
+        """z = x y for output only (D' = D x T): its value without a MAC, tested instead with
+        Freivalds' check for a public random vector r drawn after z is fixed: z r - x (y r) = 0
+        (z r and y r are local, x (y r) one MAC'd product; the zero test joins the MAC check's,
+        decided by ``verify`` before z is output). Three rounds instead of one, and the
+        product's MAC half is gone (three of its five word products, half its words sent).
+
+        Round 1: each party sends its term of z to the previous party and a digest of it,
+        salted by their key, to the next; round 2: the coin words, and the digest relayed to
+        the terms' receiver, which checks it (as the AND check's triples: an honest party
+        sends its coin word only once it holds both neighbours' round-1 messages, so the
+        cheater's terms, hence its errors E on z, are fixed before r exists). Round 3:
+        w = x (y r), whose errors the cheater picks knowing r.
+
+        Why it holds. u = z r - w = E r - e_w for the value error e_w of w. E r is fixed by
+        E and r, neither depending on the data, so a cheater passes the zero test only with
+        e_w = E r, an error on a product the MAC check catches (a wrong low 64 bits of z, E
+        of least 2-adic valuation V < 64, gives E r of valuation above 63 with probability
+        2^-(64 - V) at most, and such an e_w then passes the MAC check with 2^-(128 - v)).
+        u itself, the outcome and what the zero test's claims show are functions of E, e_w
+        and r: never of the data. (A first version drew r secret and computed y r as a
+        product: its value errors of valuation 127 pass a MAC check half the time and reached
+        u times x, so the abort and a digest depended on the data: found by review.) z's MAC
+        slot is zero: it must not be computed on."""
+        a, b = x.data[:, :, VALUE], y.data[:, :, VALUE]
+        left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)  # (limb, m, 2n)
+        right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
+        term = ring128.matmul(left, right)
+        term = ring128.add(term, self._zero128(term.shape[1:]))
+        salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
+        self._observe("output-salt", salt_out)
+        got, committed = await self._ring_round(
+            [("output-product", term)], [("output-hash", self._commitment(salt_out, term))],
+            "MAC")
+        mine = (self._next.words(2), self._prev.words(2))
+        from_next, from_prev = await self._ring_round(
+            [("coin", mine[0])], [("coin", mine[1]), ("output-relay", committed[0])], "coin")
+        self._check_commitment(got[0], from_prev[1], salt_in, "MAC", "product terms")
+        seed = self._seed(mine, (from_next[0], from_prev[0]))
+        k = y.shape[-1]
+        r = PRF(hashlib.sha256(b"freivalds" + seed).digest()[:16]).words((2, k, 1))
+        self._observe("freivalds", r)
+        values = np.stack([term, got[0]], axis=1)  # (limb, slot, m, k)
+        y_r = Shared(ring128.matmul(y.data, r), 3)  # (limb, slot, v, p, 1): local
+        w = await self.matmul(x, y_r)
+        u = ring128.sub(ring128.matmul(values, r), w.data[:, :, VALUE])
+        self._note_zero("MAC", u, binary=False)
+        return Shared(np.stack([values, np.zeros_like(values)], axis=2), 3)
 
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(await self._authenticate(self._random128(shape)), 3)
@@ -644,15 +697,16 @@ class Spdz3(Rep3):
         h.update(np.ascontiguousarray(terms))
         return digest_words(h)
 
-    def _check_commitment(self, terms: np.ndarray, relayed: np.ndarray, salt: bytes) -> None:
-        """The triple terms the next party sent in round 1 must be those whose digest it sent
-        to the previous party in the same round (relayed here in round 2). An honest party
-        sends its coin only once it holds both its neighbours' round-1 messages, so the terms
-        were fixed before any coin word the cheater lacks was sent: without this, a cheater
-        could hold back its terms, read an honest coin word and make its terms cancel its
-        AND errors under the coin's shifts (found by review)."""
+    def _check_commitment(self, terms: np.ndarray, relayed: np.ndarray, salt: bytes,
+                          check: str = "AND", what: str = "triple terms") -> None:
+        """The terms the next party sent in a round must be those whose digest it sent to the
+        previous party in the same round (relayed here in the coin's round). An honest party
+        sends its coin only once it holds both its neighbours' messages of the first round, so
+        the terms were fixed before any coin word the cheater lacks was sent: without this, a
+        cheater could hold back its terms, read an honest coin word and make its terms cancel
+        its AND errors under the coin's shifts (found by review)."""
         if not np.array_equal(relayed, self._commitment(salt, terms)):
-            raise CheatingDetected("AND", f"party {self.party}: the triple terms of party "
+            raise CheatingDetected(check, f"party {self.party}: the {what} of party "
                                           f"{self.next_party} do not match their digest "
                                           f"relayed by party {self.prev_party}")
 
