@@ -72,6 +72,9 @@ CHECKS = {  # per setting, message kind -> the checks that may catch a deviation
         # triples' digest goes the other way in round 1 and is relayed in round 2
         "mac-sum": {"MAC", "AND"}, "mac-product": {"MAC", "coin"}, "coin": {"coin"},
         "triple-hash": {"AND"}, "triple-relay": {"AND", "coin"},
+        # D' = D x T: its terms and their digest in one round (shapes checked as MAC), the
+        # digest relayed with the coin (shape checked as coin); Freivalds' test is MAC's
+        "output-product": {"MAC"}, "output-hash": {"MAC"}, "output-relay": {"MAC", "coin"},
         # the claims of the zero tests travel hashed in the last frame
         "and-claim": {"AND"}, "mac-claim": {"MAC"},
         # the zero tests' digests travel in one frame (its shape is checked as MAC); the input
@@ -105,11 +108,12 @@ DEFAULT = {
     },
     "active3": {
         "alice": ["product:add:middle", "key-contribution:split", "data-share:add",
-                  "and:short:last", "coin:add", "mac-sum:add"],
+                  "and:short:last", "coin:add", "mac-sum:add", "output-product:add"],
         "bob": ["triple:add", "check-open:split", "and:drop:middle", "mac-hash:add",
-                "mac-product:add"],
+                "mac-product:add", "output-relay:short"],
         "carol": ["and:garbage:first", "and-hash:add", "label-share:add", "input-hash:split",
-                  "check-open-hash:add", "product:short:last", "mac-claim:add"],
+                  "check-open-hash:add", "product:short:last", "mac-claim:add",
+                  "output-hash:add"],
     },
 }
 CASES = [(setting, name) for setting in SETTINGS for name in SERVER_NAMES[:N_SERVERS[setting]]]

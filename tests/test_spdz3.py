@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 from conftest import outcomes
 
+from mpcnet import ring128
 from mpcnet.errors import CheatingDetected, MPCError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.loopback import loopback_mesh
 from mpcnet.ops.compare import msb
+from mpcnet.prf import PRF
 from mpcnet.schemes import rep3
 from mpcnet.schemes.base import Shared
 from mpcnet.schemes.faults import FaultInjector
@@ -328,6 +330,7 @@ class ConsistentOutputError(FaultInjector):
     can see the error."""
 
     at: int = 0
+    compensate: bool = False  # and add E r to its term of w = x (y r), once r is known
 
     def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
         if party != self.party:
@@ -336,14 +339,26 @@ class ConsistentOutputError(FaultInjector):
             with np.errstate(over="ignore"):
                 payload.reshape(-1)[self.at] += U64(self.delta)
             self.terms = np.ascontiguousarray(payload)
+            self.columns = payload.shape[-1]
             self.fired += 1
         elif kind == "output-hash":
             return Spdz3._commitment(self.salt, self.terms)
+        elif kind == "product" and self.compensate and hasattr(self, "r"):
+            row, col = divmod(self.at % (payload.size // 4 * self.columns), self.columns)
+            high = self.at >= payload.size // 4 * self.columns  # the error was in limb 1
+            e = (self.delta << (64 * high)) * (int(self.r[0, col, 0]) +
+                                               (int(self.r[1, col, 0]) << 64)) % (1 << 128)
+            value = payload[:, 0]  # (limb, v, m, 1): the value's term
+            x = (int(value[0, row, 0]) + (int(value[1, row, 0]) << 64) + e) % (1 << 128)
+            value[0, row, 0], value[1, row, 0] = x & ((1 << 64) - 1), x >> 64
+            self.compensate = False
         return payload
 
     def observe(self, party: int, event: str, value: object) -> None:
         if party == self.party and event == "output-salt":
             self.salt = value
+        elif party == self.party and event == "freivalds":
+            self.r = np.asarray(value)
 
 
 def _output_matmul(fault: FaultInjector | None) -> list[object]:
@@ -377,8 +392,75 @@ def test_output_matmul_is_the_product_and_each_of_its_messages_is_checked() -> N
             ("output-product", "MAC"), ("output-hash", "MAC"), ("output-relay", "MAC"),
             ("coin", "coin"))]
         faults.append((FaultInjector(cheater, "product", after=1), "MAC"))  # x (y r)
+        faults += [(ConsistentOutputError(cheater, "output-product", delta=d, at=at,
+                                          compensate=True), "MAC")  # u = 0: w's MAC fails
+                   for at, d in ((0, 1), (17, 1 << 63), (65, 1))]
         for fault, check in faults:
             out = _output_matmul(fault)
             assert fault.fired == 1, fault
             assert {o.check for o in out if isinstance(o, CheatingDetected)} == {check}, (
                 fault, out)
+
+
+class RushingOutputProduct(Spdz3):
+    """Party ``cheater`` of ``output_matmul`` sends its digest first, waits for the next
+    party's coin word (of the key the two honest parties share), derives r, and only then
+    sends its terms of z with an error E such that E r = 0 (row 0, columns 0 and 1): u is
+    zero with no other deviation, so only the commitment can stop it."""
+
+    async def output_matmul(self, x: Shared, y: Shared) -> Shared:
+        a, b = x.data[:, :, 0], y.data[:, :, 0]
+        left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)
+        right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
+        term = ring128.matmul(left, right)
+        term = ring128.add(term, self._zero128(term.shape[1:]))
+        salt, _ = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
+        ch, nxt, prv = self.engine.channel, self.next_party, self.prev_party
+        await ch.send(nxt, self._commitment(salt, term))  # round 1, the digest only
+        from_next = np.asarray(await ch.recv(nxt)).reshape(term.shape)
+        relay = np.asarray(await ch.recv(prv))
+        mine = (self._next.words(2), self._prev.words(2))
+        coin = np.asarray(await ch.recv(nxt))  # round 2 of the next party: its coin word
+        seed = (mine[0] ^ mine[1] ^ coin).tobytes()
+        r = PRF(hashlib.sha256(b"freivalds" + seed).digest()[:16]).words((2, 3, 1))
+        as_int = [int(r[0, c, 0]) + (int(r[1, c, 0]) << 64) for c in range(3)]
+        for col, e in ((0, as_int[1]), (1, -as_int[0])):  # E r = r1 r0 - r0 r1 = 0
+            v = (int(term[0, 0, col]) + (int(term[1, 0, col]) << 64) + e) % (1 << 128)
+            term[0, 0, col], term[1, 0, col] = v & ((1 << 64) - 1), v >> 64
+        await ch.send(prv, term)  # round 1, the terms, now
+        await ch.send(prv, mine[0])
+        await ch.send(nxt, np.concatenate([mine[1], relay]))
+        await ch.recv(prv)
+        values = np.stack([term, from_next], axis=1)
+        w = await self.matmul(x, Shared(ring128.matmul(y.data, r), 3))
+        self._note_zero("MAC", ring128.sub(ring128.matmul(values, r), w.data[:, :, 0]),
+                        binary=False)
+        return Shared(np.stack([values, np.zeros_like(values)], axis=2), 3)
+
+
+class WithoutCommitment(Spdz3):
+    def _check_commitment(self, *args: object, **kwargs: object) -> None:
+        """The flaw the commitment prevents (positive control)."""
+
+
+@pytest.mark.parametrize("cheater", range(3))
+def test_a_cheater_who_reads_the_coin_before_sending_its_terms_of_d_prime_is_caught(
+        cheater: int) -> None:
+    rng = np.random.default_rng(11)
+    x = rng.integers(-2**40, 2**40, (20, 5), dtype=np.int64).view(U64)
+    y = np.zeros((5, 3), dtype=U64)
+    y[[3, 0, 2], [0, 1, 2]] = 1
+    xs, ys = rep3.share(x), rep3.share(y)
+
+    def run(honest: type[Spdz3]) -> list[object]:
+        async def party(engine: RoundEngine) -> np.ndarray:
+            cls = RushingOutputProduct if engine.party == cheater else honest
+            s = await cls.setup(engine)
+            a, b = await s.input(xs[engine.party], ys[engine.party])
+            return await s.open(await s.output_matmul(a, b))
+        out = outcomes(3, party)
+        return [o for i, o in enumerate(out) if i != cheater]
+
+    assert {o.check for o in run(Spdz3) if isinstance(o, CheatingDetected)} == {"MAC"}
+    wrong = run(WithoutCommitment)  # without it the rushing works: a wrong D', no abort
+    assert all(isinstance(o, np.ndarray) and not np.array_equal(o, x @ y) for o in wrong)

@@ -403,14 +403,15 @@ class Spdz3(Rep3):
 
         Why it holds. u = z r - w = E r - e_w for the value error e_w of w. E r is fixed by
         E and r, neither depending on the data, so a cheater passes the zero test only with
-        e_w = E r, an error on a product the MAC check catches (a wrong low 64 bits of z, E
-        of least 2-adic valuation V < 64, gives E r of valuation above 63 with probability
-        2^-(64 - V) at most, and such an e_w then passes the MAC check with 2^-(128 - v)).
-        u itself, the outcome and what the zero test's claims show are functions of E, e_w
-        and r: never of the data. (A first version drew r secret and computed y r as a
-        product: its value errors of valuation 127 pass a MAC check half the time and reached
-        u times x, so the abort and a digest depended on the data: found by review.) z's MAC
-        slot is zero: it must not be computed on."""
+        e_w = E r, an error on a product, which the MAC check lets through with at most
+        2^-(128 - v) for its 2-adic valuation v. A wrong low 64 bits of z (E of least
+        valuation V < 64) gives an entry of E r of valuation v with probability at most
+        2^-(v - V) over the public r, so it passes with at most about (129 - V) 2^-(128 - V),
+        2^-57 at most, the MAC check's own bound. u itself, the outcome and what the zero
+        test's claims show are functions of E, e_w and r: never of the data. (A first version
+        drew r secret and computed y r as a product: its value errors of valuation 127 pass a
+        MAC check half the time and reached u times x, so the abort and a digest depended on
+        the data: found by review.) z's MAC slot is zero: it must not be computed on."""
         a, b = x.data[:, :, VALUE], y.data[:, :, VALUE]
         left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)  # (limb, m, 2n)
         right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
