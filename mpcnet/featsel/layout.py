@@ -42,7 +42,7 @@ the same per word from 2^20 words on (``spdz3.check_plan``: two pools of more th
 per word at 0.86 x 2^20). So a block should queue 2^20 AND words or more, and blocks are made
 of even size (``_even``), the last one included: SpeedDating is scored in 3 blocks of 41, 41
 and 40 columns (6.0 words per AND word, 371 MB sent per server) instead of 4 of at most 31
-(7.5, 413 MB), at 655-690 MB peak per server instead of 520-560 (bench/README, section 1).
+(7.5, 413 MB), for 60-100 MB more peak memory per server (bench/README, section 1).
 A larger block saves only the four rounds of a checkpoint, at about 1.5 kB of peak memory
 per cell. Scores whose cells cost more memory (``cell_cost``) have smaller blocks by the
 budget already."""
