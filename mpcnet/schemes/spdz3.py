@@ -187,6 +187,14 @@ def _rotation(start: int, count: int, size: int, shift: int) -> _Pieces:
     return pieces
 
 
+def _replicated_factors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[a0 | a1] and [b0 + b1; b0] for Z_2^128 sharings (limb, slot, ..., m, n) and
+    (limb, slot, ..., n, k): their matrix product is this party's term of a b, without its
+    share of zero (the replicated product of ``_product_term``, as one matmul)."""
+    left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)
+    return left, np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
+
+
 def _lift(words: np.ndarray) -> np.ndarray:
     """uint64 component words (slot, ...) as Z_2^128 elements (limb, slot, ...)."""
     return np.stack([words, np.zeros_like(words)])
@@ -377,9 +385,7 @@ class Spdz3(Rep3):
 
     async def matmul(self, x: Shared, y: Shared) -> Shared:
         """[x0 | x1] @ [y0 + y1; y0] for value and MAC in one Z_2^128 matmul, then reshare."""
-        a, b = x.data, y.data[:, :, VALUE]
-        left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)  # (limb, v, m, 2n)
-        right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
+        left, right = _replicated_factors(x.data, y.data[:, :, VALUE])  # (limb, v, m, 2n)
         # value and MAC apart: an input's value components have no high limb (fewer pieces)
         term = np.stack([ring128.matmul(left[:, v], right) for v in (VALUE, MAC)], axis=1)
         z = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product")
@@ -411,10 +417,7 @@ class Spdz3(Rep3):
         drew r secret and computed y r as a product: its value errors of valuation 127 pass a
         MAC check half the time and reached u times x, so the abort and a digest depended on
         the data: found by review.) z's MAC slot is zero: it must not be computed on."""
-        a, b = x.data[:, :, VALUE], y.data[:, :, VALUE]
-        left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)  # (limb, m, 2n)
-        right = np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
-        term = ring128.matmul(left, right)
+        term = ring128.matmul(*_replicated_factors(x.data[:, :, VALUE], y.data[:, :, VALUE]))
         term = ring128.add(term, self._zero128(term.shape[1:]))
         salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
         self._observe("output-salt", salt_out)
