@@ -4,12 +4,12 @@ By default glibc's malloc serves every block above its mmap threshold (at most 3
 fresh ``mmap`` and unmaps it when freed, so a job that allocates and frees the same large
 arrays block after block makes the kernel fault in and zero new pages every time. An active3
 job allocates gigabytes that way: on this project's benchmark machine (a VM, where a page
-fault costs more than on bare metal) SpeedDating under active3 ran 5.8 s with the default
-heap and 3.6 s with this one, same run (bench/README.md, section 1). So a server serves large
-blocks from its heap, keeps what is freed there for reuse (nothing is trimmed while a job
-runs), and hands the free pages back to the kernel once it is idle (``runner.IDLE_RELEASE_S``
-after a job; trimming right after each job made the next one fault them in again: SpeedDating
-under passive3 took 1.4 s instead of 0.6 s in back-to-back runs).
+fault costs more than on bare metal) SpeedDating under active3 ran 4.10 s with the default
+heap and 2.99 s with this one, one run after the other (bench/README.md, section 1). So a
+server serves large blocks from its heap, keeps what is freed there for reuse (nothing is
+trimmed while a job runs), and hands the free pages back to the kernel once it is idle
+(``runner.IDLE_RELEASE_S`` after a job; trimming right after each job made the next one fault
+them in again: SpeedDating under passive3 took 1.4 s instead of 0.6 s in back-to-back runs).
 
 Only glibc has these knobs; elsewhere (musl, macOS) both functions do nothing.
 """
@@ -40,8 +40,8 @@ _LIBC = _glibc()
 
 
 def keep_freed_memory() -> bool:
-    """Serve large blocks from the heap and never trim it on free (until ``release``);
-    False where the C library has no such knobs."""
+    """Serve large blocks from the heap and never trim it on free (until
+    ``release_freed_memory``); False where the C library has no such knobs."""
     if _LIBC is None:
         return False
     kept = bool(_LIBC.mallopt(_M_MMAP_MAX, 0)) and bool(
@@ -52,7 +52,7 @@ def keep_freed_memory() -> bool:
 
 
 def release_freed_memory() -> None:
-    """Give the heap's free pages back to the kernel (after a job: an idle server keeps only
-    what it uses)."""
+    """Give the heap's free pages back to the kernel (once the server is idle, so that it
+    keeps only what it uses)."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
