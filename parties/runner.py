@@ -40,7 +40,7 @@ from parties.storage import Storage
 
 log = logging.getLogger("mpcnet.party")
 Shares = tuple[ShareSource, np.ndarray | None]
-IDLE_RELEASE_S = 30.0  # seconds without a job before the freed heap is handed back
+IDLE_RELEASE_S = 30.0  # seconds after a job before the freed heap is handed back, if idle
 
 
 def _setting(security: str) -> type[Scheme]:

@@ -17,6 +17,7 @@ def test_blocks_are_of_even_size() -> None:
         blocks = layout("active3", 8378, p, 2, 1, DEFAULT_MEMORY_BUDGET)
         count = -(-p // blocks.columns)
         assert blocks.columns * 8378 <= CHECKED_CELLS["active3"]
+        assert count == -(-p // (CHECKED_CELLS["active3"] // 8378))  # no more blocks than needed
         assert p - (count - 1) * blocks.columns >= blocks.columns - count  # last: about full
     big = layout("active3", 1_000_000, 100, 2, 10, DEFAULT_MEMORY_BUDGET)
     assert big.tile_rows == 333_334  # 3 even tiles per column of at most CHECKED_CELLS
