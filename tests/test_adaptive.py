@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,9 +129,11 @@ class KnownCoefficients(Spdz3):
 
 
 def _job(cls: type[Scheme], data: Data, cheater: FaultInjector | None = None,
-         deviant: tuple[int, type[Scheme]] | None = None, **options: Any) -> list[object]:
+         deviant: tuple[int, type[Scheme]] | None = None, value_only: bool = False,
+         **options: Any) -> list[object]:
     """Every party's outcome of pi_GINI-FS on ``data`` followed by opening D'. ``cheater``
-    sees the messages; ``deviant`` = (party, scheme class) runs another class at one party."""
+    sees the messages; ``deviant`` = (party, scheme class) runs another class at one party;
+    ``value_only`` inputs D without MACs, as ``select_stored`` does for MS-GINI."""
     values, codes = data
     share = rep3.share if cls.n_parties == 3 else rep4.share
     shares = share(values.astype(np.int64).view(np.uint64))
@@ -141,7 +144,11 @@ def _job(cls: type[Scheme], data: Data, cheater: FaultInjector | None = None,
             cheater.engine = engine
         own = deviant[1] if deviant and deviant[0] == engine.party else cls
         s = await own.setup(engine, fault=cheater, **options)  # type: ignore[call-arg]
-        d, lab = await s.input(shares[engine.party], labels[engine.party])
+        if value_only:
+            (d,) = await s.input(shares[engine.party], authenticate=False)
+            (lab,) = await s.input(labels[engine.party])
+        else:
+            d, lab = await s.input(shares[engine.party], labels[engine.party])
         result = await gini_fs(s, d, lab, 2, K, np.zeros(P, np.int64))
         return (await s.open(result.reduced)).view(np.int64)
 
@@ -327,21 +334,25 @@ def _seeded_keys(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
                         hashlib.sha256(f"public:{seed}".encode()).digest()[:KEY_BYTES])
 
 
-def _parity_guesses(cls: type[Scheme], trials: int,
-                    monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+def _parity_guesses(cls: type[Scheme], trials: int, monkeypatch: pytest.MonkeyPatch,
+                    attack_of: Callable[[], MacCompensation] | None = None
+                    ) -> tuple[int, int]:
     """2^127 on MAC(D[0, J]), no compensation; the cheater predicts for each hypothesis
     whether the check passes (t = 2^127 (r_in + r_w (T r)[J]) = 0 iff that sum is even, r
     Freivalds' public vector and r_in, r_w the coefficients,
     with the coefficients it knows) and, where the predictions differ, guesses the secret
-    from the outcome. Returns (guesses made, correct guesses)."""
+    from the outcome; ``attack_of`` gives another such strategy, on value-only data. Returns
+    (guesses made, correct guesses)."""
     s = SECRETS["selected"]
     made = correct = 0
     for trial in range(trials):
         for truth in (0, 1):
             data = (s.h0, s.h1)[truth]
             _seeded_keys(monkeypatch, trial)
-            attack = MacCompensation(0, "selected", s.h0, None, epsilon=1 << 127)
-            completed = _verdict(_job(cls, data, attack), 0, data)[0] == "completed"
+            attack = (MacCompensation(0, "selected", s.h0, None, epsilon=1 << 127)
+                      if attack_of is None else attack_of())
+            ran = _job(cls, data, attack, value_only=attack_of is not None)
+            completed = _verdict(ran, 0, data)[0] == "completed"
             predicted = [attack.tested(h) == 0 for h in (s.h0, s.h1)]
             if predicted[0] != predicted[1]:  # the outcome would tell the hypotheses apart
                 made += 1
@@ -355,6 +366,58 @@ def test_a_high_mac_error_does_not_reveal_the_secret(monkeypatch: pytest.MonkeyP
     assert made >= 20
     assert correct <= 0.75 * made, f"{correct} of {made} guesses right"  # fair coin: p < 0.002
     known_made, known_correct = _parity_guesses(KnownCoefficients, 16, monkeypatch)
+    assert known_made >= 4 and known_correct == known_made  # positive control
+
+
+class SelectionMacError(MacCompensation):
+    """With D value-only (no MAC to err on), the MAC error reaches D through T instead:
+    ``epsilon`` on the MAC of the last product of the selection, the fold of T[J, 0]'s sign
+    bit (``bit_to_arith``), makes d = -epsilon there, 2 epsilon on T[J, 0] and -2 epsilon on
+    T[J, 1]; w = D (T r) is MAC'd as D (alpha T r) (``Spdz3.matmul``), so its record i gets
+    D[i, J] (2 epsilon r_0 - 2 epsilon r_1), r Freivalds' public vector: data times an error."""
+
+    def __init__(self, party: int, last: int, epsilon: int) -> None:
+        super().__init__(party, "selected", SECRETS["selected"].h0, None, epsilon)
+        self.last = last  # how many product messages the selection sends before its last
+
+    def deviate(self, phase: str, kind: str, n: int, payload: np.ndarray) -> None:
+        if kind == "product" and phase == "selection" and n == self.last:
+            assert payload.shape == (2, 2, P * K)  # (limb, value/MAC, p x k)
+            self.entries["fold"] = self.products
+            _add128(payload[:, 1], J * K, self.epsilon)
+            self.fired += 1
+        elif kind == "product" and phase == "product" and n == 0:
+            self.entries["w"] = self.products
+
+    def discrepancies(self, data: Data) -> list[tuple[str, int, int]]:
+        e, (r0, r1) = self.epsilon, self.freivalds
+        t_r = 2 * e * (r0 - r1)
+        return [("fold", J * K, -e)] + [("w", i, int(v) * t_r)
+                                        for i, v in enumerate(data[0][:, J])]
+
+
+def _selection_products() -> int:
+    """How many product messages party 0 sends in the selection phase (an honest run)."""
+    counter = Adaptive(0)
+    _job(Spdz3, SECRETS["selected"].h0, counter, value_only=True)
+    return counter.sent[("selection", "product")]
+
+
+def test_a_high_mac_error_reaching_value_only_data_does_not_reveal_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The swapped MAC of a product with value-only data keeps the MAC check's argument:
+    the error's lowest valuation is the cheater's own (on the fold), so the outcome is a fair
+    coin for the cheater, while with known coefficients it predicts every outcome. (2^126:
+    the fold doubles it to 2^127 on T, which D then multiplies; 2^127 would vanish there.)"""
+    last = _selection_products() - 1
+
+    def attack() -> MacCompensation:
+        return SelectionMacError(0, last, 1 << 126)
+
+    made, correct = _parity_guesses(Spdz3, 80, monkeypatch, attack)
+    assert made >= 20
+    assert correct <= 0.75 * made, f"{correct} of {made} guesses right"
+    known_made, known_correct = _parity_guesses(KnownCoefficients, 16, monkeypatch, attack)
     assert known_made >= 4 and known_correct == known_made  # positive control
 
 
@@ -548,8 +611,8 @@ def test_active4_aborts_whatever_the_secret(secret: str) -> None:
 # -- a job checked a block at a time --------------------------------------------------------
 class _AddToProduct(FaultInjector):
     """Adds 2^127 to the given elements of the cheater's ``nth`` product message (in place, so
-    its own copy agrees). Message 0 carries the labels' MACs, 3 the first block's flag bits'
-    MACs, 5 (in tiles of 4 rows) the first tile's."""
+    its own copy agrees). Message 0 carries the labels' MACs, 2 the first block's (in tiles of 4
+    rows, the first tile's) flag bits' MACs: the data are input without MACs."""
 
     def __init__(self, party: int, nth: int, indices: tuple[int, ...]) -> None:
         super().__init__(party, "product")
@@ -613,8 +676,8 @@ def _changed(row: int, column: int, value: int) -> np.ndarray:
 
 @pytest.mark.parametrize(("nth", "indices", "tile_rows", "other"), [
     (0, (0,), None, (_changed(4, 1, 0), _CODES)),  # labels' MAC; feature 1's counts odd
-    (3, (0,), None, (_changed(0, 0, 7), _CODES)),  # a flag's MAC; feature 0's counts odd
-    (5, (0, 1), 4, (_DATA, np.array([0, 0, 0, 1, 0, 1, 0, 1]))),  # two flags; rows 0, 1 alike
+    (2, (0,), None, (_changed(0, 0, 7), _CODES)),  # a flag's MAC; feature 0's counts odd
+    (2, (0, 1), 4, (_DATA, np.array([0, 0, 0, 1, 0, 1, 0, 1]))),  # two flags; rows 0, 1 alike
 ], ids=["label-mac", "flag-mac", "tile-flag-macs"])
 def test_blockwise_checks_do_not_make_the_abort_depend_on_data(
         nth: int, indices: tuple[int, ...], tile_rows: int | None,

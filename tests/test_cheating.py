@@ -58,9 +58,11 @@ async def _truncation(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
 
 
 def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None = None,
-         body: Callable[..., Awaitable[np.ndarray]] = _selection) -> list[object]:
+         body: Callable[..., Awaitable[np.ndarray]] = _selection, value_only: bool = False
+         ) -> list[object]:
     """Each party's outcome: what ``body`` opened, or the exception it raised. ``bad_input``
-    names a party that uses a wrong share of one input value instead of what the client sent."""
+    names a party that uses a wrong share of one input value instead of what the client sent;
+    ``value_only`` inputs the data without MACs, as ``select_stored`` does for MS-GINI."""
     info = registry.get(scheme)
     values, labels = _dataset()
     data, lab = info.share(values.view(np.uint64)), info.share(labels)
@@ -70,13 +72,18 @@ def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None = None,
 
     async def party(engine: RoundEngine) -> np.ndarray:
         s = await info.scheme.setup(engine, fault=fault)  # type: ignore[call-arg]
-        mine_data, mine_labels = await s.input(data[engine.party], lab[engine.party])
+        if value_only:
+            (mine_data,) = await s.input(data[engine.party], authenticate=False)
+            (mine_labels,) = await s.input(lab[engine.party])
+        else:
+            mine_data, mine_labels = await s.input(data[engine.party], lab[engine.party])
         return await body(s, mine_data, mine_labels)
 
     return outcomes(info.n_parties, party)
 
 
-def _messages_of_each_kind(scheme: str, body: Callable[..., Any]) -> dict[tuple[int, str], int]:
+def _messages_of_each_kind(scheme: str, body: Callable[..., Any], value_only: bool = False
+                           ) -> dict[tuple[int, str], int]:
     """How many messages of each kind each party sends in an honest run."""
     counts: dict[tuple[int, str], int] = {}
 
@@ -86,15 +93,16 @@ def _messages_of_each_kind(scheme: str, body: Callable[..., Any]) -> dict[tuple[
                 counts[(party, kind)] = counts.get((party, kind), 0) + 1
             return payload
 
-    ran = _run(scheme, Counter(0, KINDS[scheme][0], times=0), body=body)
+    ran = _run(scheme, Counter(0, KINDS[scheme][0], times=0), body=body, value_only=value_only)
     assert all(isinstance(o, np.ndarray) for o in ran)
     return counts
 
 
 def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any],
-                             correct: Callable[[np.ndarray], bool]) -> tuple[int, set[str]]:
+                             correct: Callable[[np.ndarray], bool], value_only: bool = False
+                             ) -> tuple[int, set[str]]:
     """Run one cheating case per message kind and position; return (cases, checks named)."""
-    counts = _messages_of_each_kind(scheme, body)
+    counts = _messages_of_each_kind(scheme, body, value_only)
     cases = 0
     checks: set[str] = set()
     for (party, kind), n in sorted(counts.items()):
@@ -102,7 +110,7 @@ def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any]
             continue
         for position in sorted({0, n // 2, n - 1}):
             fault = FaultInjector(cheater, kind, after=position, delta=1 << 20)
-            ran = _run(scheme, fault, body=body)
+            ran = _run(scheme, fault, body=body, value_only=value_only)
             cases += 1
             honest = [o for i, o in enumerate(ran) if i != cheater]
             caught = [o for o in honest if isinstance(o, CheatingDetected)]
@@ -118,8 +126,9 @@ def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any]
 
 def test_honest_runs_are_correct() -> None:
     for scheme in ACTIVE:
-        for out in _run(scheme, None):
-            np.testing.assert_array_equal(np.asarray(out), _expected())
+        for value_only in (False, True):
+            for out in _run(scheme, None, value_only=value_only):
+                np.testing.assert_array_equal(np.asarray(out), _expected())
 
 
 @pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
@@ -128,6 +137,18 @@ def test_every_message_kind_and_position_is_detected(scheme: str, cheater: int) 
     cases, checks = _every_kind_and_position(scheme, cheater, _selection,
                                              lambda out: np.array_equal(out, expected))
     print(f"{scheme} cheater {cheater}: {cases}/{cases} cases detected, "
+          f"checks: {sorted(checks)}")
+    assert cases >= 6
+
+
+@pytest.mark.parametrize("cheater", range(3))
+def test_every_message_kind_and_position_is_detected_with_value_only_data(cheater: int
+                                                                          ) -> None:
+    """active3 with the data input without MACs (``Scheme.input``), as MS-GINI runs."""
+    expected = _expected()
+    cases, checks = _every_kind_and_position("active3", cheater, _selection,
+                                             lambda out: np.array_equal(out, expected), True)
+    print(f"active3 value-only data, cheater {cheater}: {cases}/{cases} cases detected, "
           f"checks: {sorted(checks)}")
     assert cases >= 6
 
@@ -143,8 +164,9 @@ def test_cheating_in_truncation_and_random_bits_is_detected(cheater: int) -> Non
 
 
 @pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
-def test_wrong_input_share_is_detected(scheme: str, cheater: int) -> None:
-    ran = _run(scheme, None, bad_input=cheater)
+@pytest.mark.parametrize("value_only", [False, True])
+def test_wrong_input_share_is_detected(scheme: str, cheater: int, value_only: bool) -> None:
+    ran = _run(scheme, None, bad_input=cheater, value_only=value_only)
     honest = [o for i, o in enumerate(ran) if i != cheater]
     # caught by the input check, the round before anything is computed on the shares
     caught = [o for o in honest if isinstance(o, CheatingDetected)]

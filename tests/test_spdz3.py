@@ -22,7 +22,7 @@ from mpcnet.net.loopback import loopback_mesh
 from mpcnet.ops.compare import msb
 from mpcnet.prf import PRF
 from mpcnet.schemes import rep3
-from mpcnet.schemes.base import Shared
+from mpcnet.schemes.base import Shared, concat
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.replicated import RunningHash, digest_words
 from mpcnet.schemes.spdz3 import SIGMA, Spdz3, check_plan
@@ -361,7 +361,7 @@ class ConsistentOutputError(FaultInjector):
             self.r = np.asarray(value)
 
 
-def _output_matmul(fault: FaultInjector | None) -> list[object]:
+def _output_matmul(fault: FaultInjector | None, value_only: bool) -> list[object]:
     rng = np.random.default_rng(11)
     x = rng.integers(-2**40, 2**40, (20, 5), dtype=np.int64).view(U64)
     y = rng.integers(0, 2, (5, 3), dtype=np.int64).view(U64)
@@ -369,20 +369,26 @@ def _output_matmul(fault: FaultInjector | None) -> list[object]:
 
     async def party(engine: RoundEngine) -> np.ndarray:
         s = await Spdz3.setup(engine, fault=fault)
-        a, b = await s.input(xs[engine.party], ys[engine.party])
-        return await s.open(await s.output_matmul(a, b))
+        (a,) = await s.input(xs[engine.party], authenticate=not value_only)
+        (b,) = await s.input(ys[engine.party])
+        z = await s.output_matmul(a, b)
+        assert z.data.shape[2] == 1  # value-only: a product with it needs another MAC
+        return await s.open(z)
 
     return outcomes(3, party)
 
 
-def test_output_matmul_is_the_product_and_each_of_its_messages_is_checked() -> None:
+@pytest.mark.parametrize("value_only", [False, True], ids=["authenticated-x", "value-only-x"])
+def test_output_matmul_is_the_product_and_each_of_its_messages_is_checked(
+        value_only: bool) -> None:
     """D' = D x T without a MAC: a changed term breaks its commitment; a changed term with
     a matching commitment fails Freivalds' test (errors 1 and 2^63 in the low limb, 2^64 in
-    the high one); the coin and the product x (y r) are checked as everywhere."""
+    the high one); the coin and the product x (y r) are checked as everywhere, also when x
+    is value-only (x (y r) is then MAC'd as x (alpha y r))."""
     rng = np.random.default_rng(11)
     x = rng.integers(-2**40, 2**40, (20, 5), dtype=np.int64).view(U64)
     y = rng.integers(0, 2, (5, 3), dtype=np.int64).view(U64)
-    for out in _output_matmul(None):
+    for out in _output_matmul(None, value_only):
         np.testing.assert_array_equal(out, x @ y)
     for cheater in range(3):
         faults: list[tuple[FaultInjector, str]] = [
@@ -391,15 +397,64 @@ def test_output_matmul_is_the_product_and_each_of_its_messages_is_checked() -> N
         faults += [(FaultInjector(cheater, kind), check) for kind, check in (
             ("output-product", "MAC"), ("output-hash", "MAC"), ("output-relay", "MAC"),
             ("coin", "coin"))]
-        faults.append((FaultInjector(cheater, "product", after=1), "MAC"))  # x (y r)
+        faults.append((FaultInjector(cheater, "product", after=1 - value_only), "MAC"))
         faults += [(ConsistentOutputError(cheater, "output-product", delta=d, at=at,
                                           compensate=True), "MAC")  # u = 0: w's MAC fails
                    for at, d in ((0, 1), (17, 1 << 63), (65, 1))]
         for fault, check in faults:
-            out = _output_matmul(fault)
+            out = _output_matmul(fault, value_only)
             assert fault.fired == 1, fault
             assert {o.check for o in out if isinstance(o, CheatingDetected)} == {check}, (
                 fault, out)
+
+
+def _value_only(fault: FaultInjector | None) -> list[object]:
+    """x input value-only, y authenticated: local sums, products either way round, a matmul,
+    opened; and what x's input sent."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2**40, 2**40, (6, 4), dtype=np.int64).view(U64)
+    y = rng.integers(-2**20, 2**20, (6, 4), dtype=np.int64).view(U64)
+    xs, ys = rep3.share(x), rep3.share(y)
+
+    async def party(engine: RoundEngine) -> tuple[list[np.ndarray], int]:
+        s = await Spdz3.setup(engine, fault=fault)
+        sent = engine.bytes_sent
+        (a,) = await s.input(xs[engine.party], authenticate=False)
+        sent = engine.bytes_sent - sent
+        (b,) = await s.input(ys[engine.party])
+        mixed = [s.add(a, b), s.sub(b, a), s.add_public(a, 7), s.mul_public(a, 3)]
+        assert all(v.data.shape[2] == 1 for v in mixed)  # value-only, as a
+        products = [await s.mul(a, b), await s.mul(b, a), await s.matmul(a.T, b)]
+        rounds = engine.rounds
+        for op in (s.mul, s.matmul, s.output_matmul):
+            with pytest.raises(TypeError, match="value-only"):
+                await op(a, a if op == s.mul else a.T)
+        with pytest.raises(TypeError, match="layouts"):
+            concat([a, b])
+        assert engine.rounds == rounds  # refused before any message
+        return [await s.open(v) for v in mixed + products], sent
+
+    return outcomes(3, party)
+
+
+def test_value_only_inputs_send_no_mac_and_their_products_take_the_other_factors() -> None:
+    """A value-only input costs only its holders' digests (no product with alpha); sums with
+    it stay value-only; its products are right, MAC'd by the other factor, and a changed
+    word of either product's MAC half is caught; two value-only factors, and joining a
+    value-only sharing with an authenticated one, are refused before anything is sent."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2**40, 2**40, (6, 4), dtype=np.int64).view(U64)
+    y = rng.integers(-2**20, 2**20, (6, 4), dtype=np.int64).view(U64)
+    with np.errstate(over="ignore"):
+        expected = [x + y, y - x, x + U64(7), x * U64(3), x * y, x * y, x.T @ y]
+    for opened, sent in _value_only(None):  # type: ignore[misc]
+        for got, want in zip(opened, expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+        assert sent <= 200  # two digests and their frame headers
+    # the product messages after y's MACs: x y, y x (limb, value/MAC, 24), x^T y (.., 16)
+    for after, at in ((1, 24), (1, 72 + 5), (2, 30), (3, 16 + 3), (3, 48)):
+        out = _value_only(WordOff(1, "product", delta=1, after=after, at=at))
+        assert {o.check for o in out if isinstance(o, CheatingDetected)} == {"MAC"}, (after, at)
 
 
 class RushingOutputProduct(Spdz3):

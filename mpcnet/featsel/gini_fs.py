@@ -74,7 +74,9 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
                  scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)
     if cut.columns >= p:
-        whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels)
+        (whole,) = await s.input(data.block(slice(None), slice(None)),
+                                 authenticate=scoring.authenticate_data)
+        (label_shares,) = await s.input(labels)
         return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
                              method, score_name)
     (label_shares,) = await s.input(labels)
@@ -109,7 +111,7 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
         pieces = []
         for start in range(0, m, cut.product_rows):
             rows = await data.block(s, slice(start, min(m, start + cut.product_rows)),
-                                    slice(None))
+                                    slice(None), authenticate=False)  # D' needs no MAC of D
             pieces.append(await filter_fs(s, rows, selection))
             del rows
             if cut.product_rows < m:  # free the records of the rows' input checks
@@ -137,12 +139,12 @@ async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: L
     column_sums = None
     if scoring.uses_mean and len(tiles) > 1:
         for rows in tiles:
-            tile_sums = s.sum(await data.block(s, rows, columns), 0)
+            tile_sums = s.sum(await data.block(s, rows, columns, scoring.authenticate_data), 0)
             column_sums = tile_sums if column_sums is None else s.add(column_sums, tile_sums)
             await s.checkpoint()
     stats: tuple[Shared, ...] = ()
     for rows in tiles:
-        block = await data.block(s, rows, columns)
+        block = await data.block(s, rows, columns, scoring.authenticate_data)
         if scoring.uses_mean and column_sums is None:  # one tile: all rows at once
             column_sums = s.sum(block, 0)
         tile_stats = await scoring.statistics(s, block, labels[rows], column_sums, m)

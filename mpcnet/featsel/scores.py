@@ -51,6 +51,8 @@ class Score:
     feature_bytes: Callable[[str, int, int], int] = lambda setting, m, n: 0  # per feature,
     # once the statistics are summed (``featsel.layout.layout``'s ``per_feature``)
     whole_columns: bool = False  # the statistics need every row of a column at once
+    authenticate_data: bool = True  # False: the statistics only add and compare the data,
+    # so an active scheme may input it without MACs (``Scheme.input``)
 
 
 async def _split_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
@@ -76,7 +78,7 @@ def _mean_split(name: str, limb_plan: Callable[[int, int, int], LimbPlan | None]
                 feature_bytes: Callable[[str, int, int], int] = lambda setting, m, n: 0
                 ) -> Score:
     return Score(name, limb_plan, _rows(name), _split_counts, _of_counts(of_counts), True, 1,
-                 feature_bytes=feature_bytes)
+                 feature_bytes=feature_bytes, authenticate_data=False)
 
 
 SCORES = {

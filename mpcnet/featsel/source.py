@@ -9,7 +9,8 @@ an array in memory (tests, benchmarks, the in-process runs).
 
 ``Blocks`` turns a source into sharings of the scheme: ``Streamed`` inputs every block it
 reads (``Scheme.input``: the holders of each component compare it before anything is computed
-on it, and active schemes add its MACs), ``Held`` slices sharings input earlier.
+on it, and active schemes add its MACs unless the caller says the block needs none), ``Held``
+slices sharings input earlier.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ class Blocks(Protocol):
     @property
     def shape(self) -> tuple[int, int]: ...
 
-    async def block(self, s: Scheme, rows: slice, columns: slice) -> Shared: ...
+    async def block(self, s: Scheme, rows: slice, columns: slice, authenticate: bool = True
+                    ) -> Shared:
+        """The sharing of a block; ``authenticate=False`` where it is only added, compared
+        or the data factor of D' = D x T (``Scheme.input``)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,8 +71,9 @@ class Held:
         m, p = self.data.shape
         return m, p
 
-    async def block(self, s: Scheme, rows: slice, columns: slice) -> Shared:
-        return self.data[rows, columns]
+    async def block(self, s: Scheme, rows: slice, columns: slice, authenticate: bool = True
+                    ) -> Shared:
+        return self.data[rows, columns]  # as it was input
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +87,7 @@ class Streamed:
         m, p = self.source.shape[-2:]
         return m, p
 
-    async def block(self, s: Scheme, rows: slice, columns: slice) -> Shared:
-        (block,) = await s.input(self.source.block(rows, columns))
+    async def block(self, s: Scheme, rows: slice, columns: slice, authenticate: bool = True
+                    ) -> Shared:
+        (block,) = await s.input(self.source.block(rows, columns), authenticate=authenticate)
         return block

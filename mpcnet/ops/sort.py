@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from mpcnet.ops.compare import ltz
-from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.schemes.base import Scheme, Shared, same_layout
 
 Stage = tuple[np.ndarray, np.ndarray]  # (lower, upper) rows: the smaller key goes to lower
 
@@ -49,10 +49,11 @@ def exchanged(s: Scheme, elements: Shared, lower: np.ndarray, upper: np.ndarray,
               moved: Shared) -> Shared:
     """``elements`` (rows, n) with ``moved`` added to the columns ``lower`` and taken from the
     columns ``upper`` (a compare-exchange, given moved = swap * (upper - lower)); local."""
+    low, high = s.add(elements[:, lower], moved), s.sub(elements[:, upper], moved)
+    same_layout([elements, low, high])  # written into a copy of elements: no broadcasting
     data = elements.data.copy()
     lead = (slice(None),) * (s.lead + 1)
-    data[lead + (lower,)] = s.add(elements[:, lower], moved).data
-    data[lead + (upper,)] = s.sub(elements[:, upper], moved).data
+    data[lead + (lower,)], data[lead + (upper,)] = low.data, high.data
     return Shared(data, s.lead)
 
 

@@ -79,8 +79,18 @@ def broadcast_data(data: np.ndarray, lead: int, shape: tuple[int, ...]) -> np.nd
     return np.broadcast_to(data, data.shape[:lead] + shape)
 
 
+def same_layout(parts: Sequence[Shared]) -> None:
+    """Sharings put into one array must have the same leading axes: an active scheme's
+    value-only sharing (``Scheme.input``) has no MAC axis entry to join with a MAC."""
+    leads = {p.data.shape[:p.lead] for p in parts}
+    if len(leads) > 1:
+        raise TypeError(f"cannot join sharings of different layouts {sorted(leads)}: "
+                        "value-only and authenticated ones do not mix in one array")
+
+
 def concat(parts: Sequence[Shared]) -> Shared:
     """Flatten and join shares of the same kind, for one batched round."""
+    same_layout(parts)
     first = parts[0]
     if len(parts) == 1:
         return first.reshape(first.size)
@@ -90,6 +100,7 @@ def concat(parts: Sequence[Shared]) -> Shared:
 
 def join(parts: Sequence[Shared], axis: int) -> Shared:
     """Sharings joined along a logical ``axis`` (row tiles, column blocks); local."""
+    same_layout(parts)
     first = parts[0]
     if len(parts) == 1:
         return first
@@ -139,10 +150,13 @@ class Scheme(ABC):
         return self._fault.apply(self.party, kind, peer, payload)
 
     # -- inputs and outputs ----------------------------------------------------------------
-    async def input(self, *shares: np.ndarray) -> list[Shared]:
+    async def input(self, *shares: np.ndarray, authenticate: bool = True) -> list[Shared]:
         """This party's shares of client inputs (as made by the registry's ``share``) as
         sharings of this scheme, checked for consistency first (``verify_inputs``); active
-        schemes add what the client cannot make (MACs)."""
+        schemes add what the client cannot make (MACs). With ``authenticate=False`` they may
+        skip the MACs: for inputs that are only added, compared, opened or output, or a
+        factor of products whose other factor is authenticated (``mul``, ``matmul``,
+        ``output_matmul``)."""
         out = [Shared(np.asarray(d), self.lead) for d in shares]
         for x in out:
             self.note_input(x)

@@ -21,7 +21,8 @@ and whatever a cheater sends after that cannot make the outcome depend on a secr
 job aborts must not depend on secret data (docs/cheating.md has the table and the attacks).
 
 - Products (mul, matmul; [DEK20, Pi_mult]): two passive rep3 products in one round, x y and
-  (alpha x) y. A cheater can only add errors to its messages. Every product output, every
+  (alpha x) y (x (alpha y) when x is value-only: below). A cheater can only add errors to its
+  messages. Every product output, every
   input's MAC, every authenticated bit and random value is queued (z_j, m_j); write
   d_j = alpha z_j - m_j. ``verify`` combines them with coefficients r_j that are themselves
   replicated random values nobody knows (uniform in Z_2^128, drawn from the pairwise PRFs):
@@ -56,11 +57,12 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
   general permutation would gather at random.
 - Bits between the two worlds. ``arith_components`` hands the circuits the low limbs of the
   value components: each component is held by two servers, so the binary input is the honest
-  holder's copy and equals the authenticated value mod 2^64; a cheater's deviation is an error
-  in a product or an AND, caught above. ``bit_components`` authenticates the XOR components of
-  a bit (their MACs computed by their two holders, queued like a product's) before
-  ``bit_to_arith`` folds them with MAC'd products, so a non-bit cannot enter: the bit's value is
-  fixed by the checked binary circuit.
+  holder's copy and equals the value mod 2^64 (authenticated, or value-only and fixed by its
+  holders' agreement: below); a cheater's deviation is an error in a product or an AND,
+  caught above. ``bit_components`` authenticates the XOR components of a bit (their MACs
+  computed by their two holders, queued like a product's) before ``bit_to_arith`` folds them
+  with MAC'd products, so a non-bit cannot enter: the bit's value is fixed by the checked
+  binary circuit.
 - Products only output (``output_matmul``: D' = D x T): the value alone, tested by Freivalds
   with a public vector r tossed after the product's terms are committed (u = z r - x (y r) =
   0, one MAC'd product and a zero test with the MAC check's); the argument is in the method.
@@ -78,6 +80,17 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
   on a component before its holders agree: otherwise an owner colluding with the cheater could
   give two honest holders different copies, and the digests they later send would carry the
   difference, which depends on other owners' data.
+- Value-only inputs (``input(authenticate=False)``: the data of the mean-split scores and of
+  D' = D x T). A MAC guards a value that a cheater's messages produced; an input's components
+  are fixed by its holders' agreement, and sums, scalings and ``arith_components`` of it are
+  local, so it needs none until it is a factor of a product. There the other factor's MAC
+  gives the product's: (alpha y) x in ``mul``, x (alpha y) in ``matmul``. The record's
+  d = alpha z - m is then the cheater's errors on that product plus y's d times x, which is
+  data: the MAC check's argument is unchanged, since the least valuation among the records
+  is still reached first by the cheater's own error (y's record, at valuation V, is in the
+  sum with a secret coefficient of its own), so the tested value stays uniform on a coset
+  that the data do not move (``tests/test_adaptive.py`` runs a high error on T's MAC into
+  D (T r)). A value-only sharing has a v axis of one, so reading its MAC fails.
 - The coin: the XOR of one PRF output under each pairwise key; each party learns the output of
   the key it lacks from both its holders, who must agree (``CheatingDetected("coin")``). The
   key the two honest parties share makes it unpredictable to the third until it is sent.
@@ -195,9 +208,30 @@ def _replicated_factors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nd
     return left, np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
 
 
+def _authenticated(x: Shared) -> bool:
+    """Whether x carries MACs: a value-only sharing (``input(authenticate=False)`` and what
+    is computed from it locally) has a v axis of one, so that reading its MAC fails."""
+    return x.data.shape[2] == 2
+
+
 def _lift(words: np.ndarray) -> np.ndarray:
     """uint64 component words (slot, ...) as Z_2^128 elements (limb, slot, ...)."""
     return np.stack([words, np.zeros_like(words)])
+
+
+def _alike(x: Shared, y: Shared) -> tuple[np.ndarray, np.ndarray]:
+    """The data of x and y for a local sum: their values only if either is value-only."""
+    if _authenticated(x) == _authenticated(y):
+        return x.data, y.data
+    return x.data[:, :, VALUE:VALUE + 1], y.data[:, :, VALUE:VALUE + 1]
+
+
+def _require_mac(x: Shared) -> Shared:
+    """x, the factor a product's MAC comes from; refused if it is value-only."""
+    if not _authenticated(x):
+        raise TypeError("a product of two value-only sharings has no MAC: authenticate one "
+                        "factor (Scheme.input's authenticate)")
+    return x
 
 
 class Spdz3(Rep3):
@@ -312,10 +346,13 @@ class Spdz3(Rep3):
         return data
 
     # -- inputs and outputs ----------------------------------------------------------------
-    async def input(self, *shares: np.ndarray) -> list[Shared]:
+    async def input(self, *shares: np.ndarray, authenticate: bool = True) -> list[Shared]:
         """Client shares (rep3 layout, uint64), checked for consistency in a round of their
         own before anything is computed on them, then lifted to Z_2^128 and authenticated
-        together."""
+        together (one product with alpha), or left value-only (``_authenticated``): such a
+        value needs no MAC while it is only added, compared or opened, since every holder
+        computes it locally from components both holders agreed on, and in a product the
+        other factor's MAC gives the product's (``mul``, ``matmul``)."""
         arrays = [np.asarray(d, dtype=U64) for d in shares]
         if not arrays:
             return []
@@ -323,11 +360,12 @@ class Spdz3(Rep3):
             self._note_input_words(a)
         await self.verify_inputs()
         flat = np.concatenate([a.reshape(2, -1) for a in arrays], axis=1)
-        data = await self._authenticate(_lift(flat))
+        data = await self._authenticate(_lift(flat)) if authenticate else _lift(flat)[:, :, None]
         out, start = [], 0
         for a in arrays:
             size = a[0].size
-            out.append(Shared(data[..., start:start + size].reshape((2, 2, 2) + a.shape[1:]), 3))
+            out.append(Shared(data[..., start:start + size].reshape(data.shape[:3] + a.shape[1:]),
+                              3))
             start += size
         return out
 
@@ -339,10 +377,10 @@ class Spdz3(Rep3):
 
     # -- local arithmetic ------------------------------------------------------------------
     def add(self, x: Shared, y: Shared) -> Shared:
-        return Shared(ring128.add(x.data, y.data), 3)
+        return Shared(ring128.add(*_alike(x, y)), 3)
 
     def sub(self, x: Shared, y: Shared) -> Shared:
-        return Shared(ring128.sub(x.data, y.data), 3)
+        return Shared(ring128.sub(*_alike(x, y)), 3)
 
     def neg(self, x: Shared) -> Shared:
         return Shared(ring128.neg(x.data), 3)
@@ -365,8 +403,9 @@ class Spdz3(Rep3):
         slot = {0: 0, 2: 1}.get(self.party)
         if slot is not None:
             data[:, slot, VALUE] = ring128.add(data[:, slot, VALUE], public)
-        alpha = self._alpha.reshape((2, 2) + (1,) * len(shape))
-        data[:, :, MAC] = ring128.add(data[:, :, MAC], ring128.mul(alpha, public[:, None]))
+        if _authenticated(x):
+            alpha = self._alpha.reshape((2, 2) + (1,) * len(shape))
+            data[:, :, MAC] = ring128.add(data[:, :, MAC], ring128.mul(alpha, public[:, None]))
         return Shared(data, 3)
 
     def public(self, values: np.ndarray) -> Shared:
@@ -375,7 +414,10 @@ class Spdz3(Rep3):
 
     # -- interactive arithmetic ------------------------------------------------------------
     async def mul(self, x: Shared, y: Shared) -> Shared:
-        """x y and (alpha x) y in one round [DEK20, Pi_mult]; queued for the MAC check."""
+        """x y and (alpha x) y in one round [DEK20, Pi_mult]; queued for the MAC check. y's
+        MAC is not read: a value-only factor is taken as y."""
+        if not _authenticated(x):
+            x, y = _require_mac(y), x
         shape = np.broadcast_shapes(x.shape, y.shape)
         a = broadcast_data(x.data, 3, shape)
         b = broadcast_data(y.data[:, :, VALUE:VALUE + 1], 3, shape)
@@ -384,10 +426,18 @@ class Spdz3(Rep3):
         return Shared(z, 3)
 
     async def matmul(self, x: Shared, y: Shared) -> Shared:
-        """[x0 | x1] @ [y0 + y1; y0] for value and MAC in one Z_2^128 matmul, then reshare."""
-        left, right = _replicated_factors(x.data, y.data[:, :, VALUE])  # (limb, v, m, 2n)
+        """[x0 | x1] @ [y0 + y1; y0] for the value and the MAC (alpha x) y, then reshare; for a
+        value-only x, the MAC as x (alpha y). Either way the record's d = alpha z - MAC is
+        the cheater's errors on this product plus an earlier record's d times a secret, which
+        is what the MAC check's argument needs (module docstring)."""
+        if _authenticated(x):
+            left, right = _replicated_factors(x.data, y.data[:, :, VALUE])  # (limb, v, m, 2n)
+            pairs = [(left[:, v], right) for v in (VALUE, MAC)]
+        else:
+            left, right = _replicated_factors(x.data[:, :, VALUE], _require_mac(y).data)
+            pairs = [(left, right[:, v]) for v in (VALUE, MAC)]
         # value and MAC apart: an input's value components have no high limb (fewer pieces)
-        term = np.stack([ring128.matmul(left[:, v], right) for v in (VALUE, MAC)], axis=1)
+        term = np.stack([ring128.matmul(a, b) for a, b in pairs], axis=1)
         z = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product")
         self._macs.append(z.reshape(2, 2, 2, -1))
         return Shared(z, 3)
@@ -416,7 +466,11 @@ class Spdz3(Rep3):
         test's claims show are functions of E, e_w and r: never of the data. (A first version
         drew r secret and computed y r as a product: its value errors of valuation 127 pass a
         MAC check half the time and reached u times x, so the abort and a digest depended on
-        the data: found by review.) z's MAC slot is zero: it must not be computed on."""
+        the data: found by review.) z is value-only (``_authenticated``), checked by the zero
+        test as the inputs are by their holders' digests, so only a product with an
+        authenticated factor or an output can use it."""
+        if not _authenticated(x):  # refused now, not after the commitment and the coin
+            _require_mac(y)
         term = ring128.matmul(*_replicated_factors(x.data[:, :, VALUE], y.data[:, :, VALUE]))
         term = ring128.add(term, self._zero128(term.shape[1:]))
         salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
@@ -437,7 +491,7 @@ class Spdz3(Rep3):
         w = await self.matmul(x, y_r)
         u = ring128.sub(ring128.matmul(values, r), w.data[:, :, VALUE])
         self._note_zero("MAC", u, binary=False)
-        return Shared(np.stack([values, np.zeros_like(values)], axis=2), 3)
+        return Shared(values[:, :, None], 3)
 
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(await self._authenticate(self._random128(shape)), 3)
