@@ -22,10 +22,10 @@ job aborts must not depend on secret data (docs/cheating.md has the table and th
 
 - Products (mul, matmul; [DEK20, Pi_mult]): two passive rep3 products in one round, x y and
   (alpha x) y (x (alpha y) when x is value-only: below). A cheater can only add errors to its
-  messages. Every product output, every
-  input's MAC, every authenticated bit and random value is queued (z_j, m_j); write
-  d_j = alpha z_j - m_j. ``verify`` combines them with coefficients r_j that are themselves
-  replicated random values nobody knows (uniform in Z_2^128, drawn from the pairwise PRFs):
+  messages. Every product output, every input's MAC, every authenticated bit and random value
+  is queued (z_j, m_j); write d_j = alpha z_j - m_j. ``verify`` combines them with
+  coefficients r_j that are themselves replicated random values nobody knows (uniform in
+  Z_2^128, drawn from the pairwise PRFs):
   each party's 3-out-of-3 terms of w = sum r_j z_j and u = sum r_j m_j are local dot
   products, reshared in one round, then t = u - alpha w (one more product) must be zero
   [CGHIKLN18 over rings, as in MP-SPDZ's SpdzWise].
