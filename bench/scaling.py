@@ -26,7 +26,7 @@ of a CSV file, selection, per-server peak memory), the same memory guard applied
 Writes ``bench/results/scaling.md`` (tables), ``scaling.json`` (raw figures) and
 ``scaling_m.png``, ``scaling_p.png``, ``scaling_k.png`` (needs matplotlib, the "bench" extra).
 
-    python -m bench.scaling [--quick] [--security passive3 active4] [--no-network]
+    python -m bench.scaling [--quick] [--security passive3 active3 active4] [--no-network]
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help="a few small points, in-process only (about a minute)")
-    parser.add_argument("--security", nargs="+", default=["passive3", "active4"])
+    parser.add_argument("--security", nargs="+", default=["passive3", "active3", "active4"])
     parser.add_argument("--no-network", action="store_true", help="skip the networked points")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scaling.md")
     parser.add_argument("--point", nargs=4, metavar=("M", "P", "K", "SECURITY"),
