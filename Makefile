@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench accuracy network scaling
+.PHONY: demo test bench accuracy network scaling package-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -13,12 +13,12 @@ $(PY):
 
 demo: $(PY)  ## install, then run the whole product locally on the bundled dataset and check it
 	$(PY) -m pip install -q -e .
-	$(PY) -m client.demo
+	$(PY) -m mpcnet.client.demo
 
 test: $(PY)  ## install with the dev, API and benchmark tools, lint, type-check, run the tests (slow ones skipped)
 	$(PY) -m pip install -q -e '.[dev,api,bench]'
 	$(PY) -m ruff check mpcnet parties client certs tests bench
-	$(PY) -m mypy mpcnet parties client certs
+	$(PY) -m mypy mpcnet
 	$(PY) -m pytest -q
 
 bench: $(PY)  ## in-process benchmark of the three paper shapes
@@ -35,3 +35,7 @@ network: $(PY)  ## the paper's shapes over TLS between local server processes, e
 scaling: $(PY)  ## growth with m (to 100,000 rows), p and k, with plots (~7 min)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m bench.scaling
+
+package-check: $(PY)  ## build the wheel and the sdist, install each in a fresh venv outside the clone, run the demo there (~4 min)
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pytest -q -m slow tests/test_packaging.py

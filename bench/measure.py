@@ -174,7 +174,7 @@ def _reference(shape: Shape, schema: dict[str, Any], k: int, score: str) -> np.n
 async def _select(dep: Any, dataset: str, k: int, security: str, n: int, score: str
                   ) -> dict[str, Any]:
     """Run the selection as the analyst; end-to-end time and every server's job figures."""
-    from client.session import Client
+    from mpcnet.client.session import Client
 
     analyst = Client(dep, ANALYST)
     out: dict[str, Any] = {}
@@ -202,7 +202,7 @@ async def _figures(analyst: Any, dep: Any, job_id: str, n: int) -> dict[str, Any
 async def _train(dep: Any, dataset: str, k: int, epochs: int, n: int) -> dict[str, Any]:
     """Train a model on the selection's result as the analyst, for the model owner; end-to-end
     time and every server's job figures (the standardise and training phases)."""
-    from client.session import Client
+    from mpcnet.client.session import Client
 
     analyst = Client(dep, ANALYST)
     try:
@@ -218,8 +218,8 @@ async def _train(dep: Any, dataset: str, k: int, epochs: int, n: int) -> dict[st
 
 async def _check(dep: Any, dataset: str, k: int, shape: Shape, score: str) -> dict[str, Any]:
     """Fetch and reconstruct D' as the analyst; compare it with the plaintext selection."""
-    from client.results import reconstruct
-    from client.session import Client
+    from mpcnet.client.results import reconstruct
+    from mpcnet.client.session import Client
 
     analyst, owner = Client(dep, ANALYST), Client(dep, OWNER)
     try:
@@ -254,7 +254,7 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
     """All repeats of one (shape, setting) on a fresh deployment, selecting by ``score``; raw
     figures per run. With ``train_epochs``, the first run also trains a model on its result
     (``training``)."""
-    from client.local import LocalCluster, write_config
+    from mpcnet.client.local import LocalCluster, write_config
     from mpcnet.net.tls import run
 
     table = shape.read()

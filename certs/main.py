@@ -12,8 +12,8 @@ from pathlib import Path
 
 from cryptography import x509
 
-from certs.pki import fingerprint, init_deployment
-from mpcnet import config
+from mpcnet import __version__, config
+from mpcnet.certs.pki import fingerprint, init_deployment
 from mpcnet.errors import MPCError
 
 
@@ -21,6 +21,7 @@ def parser() -> argparse.ArgumentParser:
     """The command line of ``mpc-certs``."""
     p = argparse.ArgumentParser(prog="mpc-certs", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     p_init = sub.add_parser("init", help="make the CA and a key+certificate per server/client")
     p_init.add_argument("--config", required=True, type=Path, help="deployment TOML file")

@@ -1,6 +1,6 @@
 """Layer: client. The Python API, for notebooks and scripts: plain calls, DataFrames in and out.
 
-    from client import api
+    from mpcnet.client import api
 
     with api.connect("deploy/local.toml", "hospital-a") as owner:
         owner.share(frame, dataset="study", label="outcome")   # a DataFrame or a CSV path
@@ -27,10 +27,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from client.results import Reduced, reconstruct_encoded, reconstruct_model
-from client.session import Client
-from client.uploads import ShareSummary
 from mpcnet import config
+from mpcnet.client.results import Reduced, reconstruct_encoded, reconstruct_model
+from mpcnet.client.session import Client
+from mpcnet.client.uploads import ShareSummary
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
 from mpcnet.plain.logreg import Model
 

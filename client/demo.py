@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from client.results import Reduced
+from mpcnet import __version__
+from mpcnet.client.results import Reduced
 from mpcnet.errors import MPCError
 
 
@@ -52,8 +53,8 @@ def plaintext_reference(table: Any, exponents: np.ndarray, classes: list[str], k
 
 async def _drive(cluster: Any, name: str, table: Any, k: int, security: str, score: str,
                  out: Any                 ) -> dict[str, Any]:
-    from client.results import reconstruct_encoded
-    from client.session import Client
+    from mpcnet.client.results import reconstruct_encoded
+    from mpcnet.client.session import Client
     from mpcnet.dataset import BUNDLED
 
     spec = BUNDLED[name]
@@ -109,6 +110,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="mpc-demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--dataset", choices=sorted(BUNDLED), default="lsvt",
                    help="the bundled dataset (default: lsvt)")
     p.add_argument("--k", type=int, help="features to keep (default: the paper's k)")
@@ -125,8 +127,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from client.local import LocalCluster
-    from client.main import _fmt_bytes, plan_text
+    from mpcnet.client.local import LocalCluster
+    from mpcnet.client.main import _fmt_bytes, plan_text
     from mpcnet.dataset import BUNDLED, read_bundled
     from mpcnet.net.tls import run
     from mpcnet.schemes import registry

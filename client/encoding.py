@@ -16,8 +16,8 @@ import numpy as np
 from mpcnet.dataset import CsvTable, EncodingOptions, Table, class_codes, scan_csv
 from mpcnet.errors import InputError, RangeError
 from mpcnet.fixedpoint import VALUE_BITS, auto_exponents, encode
-from parties import catalog
-from parties.declared import Declared
+from mpcnet.parties import catalog
+from mpcnet.parties.declared import Declared
 
 
 @dataclass(frozen=True)

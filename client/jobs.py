@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client.connection import Connections, default_security
+from mpcnet.client.connection import Connections, default_security
 from mpcnet.config import ServerConfig
 from mpcnet.errors import CheatingDetected, InputError, MPCError, PeerError
 from mpcnet.jobrequest import CLOCK_SKEW, DEFAULT_VALIDITY, JobRequest, SignedRequest

@@ -79,7 +79,7 @@ class LocalCluster:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
         if make_certs and not self.dep.ca.exists():
-            from certs.pki import init_deployment
+            from mpcnet.certs.pki import init_deployment
             init_deployment(self.dep)
 
     # -- processes ----------------------------------------------------------------------------
@@ -96,7 +96,7 @@ class LocalCluster:
     def server_argv(self, name: str) -> list[str]:
         """The command that runs server ``name`` (before its options); tests override it to
         start servers with fault-injection hooks."""
-        return [sys.executable, "-m", "parties.main"]
+        return [sys.executable, "-m", "mpcnet.parties.main"]
 
     def start(self, names: list[str] | None = None, wait: float = 20.0) -> None:
         """Start servers (all by default) and wait until each is listening."""
@@ -166,6 +166,6 @@ class LocalCluster:
                config_path: Path | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``mpc-client --config ... --as identity args...`` and return its result."""
         return subprocess.run(
-            [sys.executable, "-m", "client.main", "--config",
+            [sys.executable, "-m", "mpcnet.client.main", "--config",
              str(config_path or self.config_path), "--as", identity, *args],
             capture_output=True, text=True, timeout=timeout, env=self._env())

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from client import offline
-from client.offline import print_result, release
-from mpcnet import config
+from mpcnet import __version__, config
+from mpcnet.client import offline
+from mpcnet.client.offline import print_result, release
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
 from mpcnet.featsel.scores import DEFAULT_SCORE, SCORES
 from mpcnet.net.tls import run
@@ -33,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     """The command line of ``mpc-client``."""
     p = argparse.ArgumentParser(prog="mpc-client", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--config", type=Path, help="deployment TOML file (needed by every command "
                    "that talks to the servers; default: none)")
     p.add_argument("--as", dest="identity",
@@ -239,7 +240,7 @@ class _Progress:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from client.results import (
+    from mpcnet.client.results import (
         check_writable,
         reconstruct_encoded,
         reconstruct_model,
@@ -247,7 +248,7 @@ async def _run(args: argparse.Namespace) -> int:
         write_model,
         write_shares,
     )
-    from client.session import Client
+    from mpcnet.client.session import Client
 
     if args.config is None or args.identity is None:
         raise InputError(f"`mpc-client {args.cmd}` talks to the servers: give --config FILE "
@@ -257,7 +258,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         if args.cmd == "status":
             rows = await cl.status(args.server, mesh=not args.no_mesh)
-            lines = []
+            lines = [f"{'(you)':<8} {args.identity:<22} mpc-client v{__version__}"]
             for r in rows:
                 if r["reachable"]:
                     mesh = ", ".join(f"{k} {'ok' if v == 'ok' else 'DOWN'}"

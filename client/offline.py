@@ -32,11 +32,11 @@ def print_result(args: argparse.Namespace, obj: Any, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``draft-schema`` or ``plaintext``, as parsed by ``client.main.parser``."""
-    from client.plain import expected_selection
-    from client.results import check_writable, write_csv
-    from client.uploads import read_declared
+    from mpcnet.client.plain import expected_selection
+    from mpcnet.client.results import check_writable, write_csv
+    from mpcnet.client.uploads import read_declared
     from mpcnet.dataset import EncodingOptions, read_csv
-    from parties.declared import draft
+    from mpcnet.parties.declared import draft
 
     options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal))
     if args.cmd == "draft-schema":

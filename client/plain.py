@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from client.encoding import Encoded, encode_contribution
-from client.results import Reduced
+from mpcnet.client.encoding import Encoded, encode_contribution
+from mpcnet.client.results import Reduced
 from mpcnet.dataset import EncodingOptions, read_header
 from mpcnet.errors import InputError
 from mpcnet.featsel.scores import DEFAULT_SCORE
-from parties import catalog
-from parties.declared import Declared
+from mpcnet.parties import catalog
+from mpcnet.parties.declared import Declared
 
 
 @dataclass(frozen=True)

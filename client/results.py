@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from client.connection import Connections, ServerSession
+from mpcnet.client.connection import Connections, ServerSession
 from mpcnet.config import check_name
 from mpcnet.errors import CheatingDetected, InputError, MPCError
 from mpcnet.jobrequest import SignedRequest, load_ca

@@ -1,8 +1,8 @@
 """Layer: client. ``Client``: one identity of a deployment, as a Python API and for the CLI.
 
     from mpcnet import config
-    from client.session import Client
-    from client.results import reconstruct
+    from mpcnet.client.session import Client
+    from mpcnet.client.results import reconstruct
 
     cl = Client(config.load("deploy/local.toml"), "analyst")
     job = await cl.select("study", k=10, result="top10", security="active3")
@@ -14,9 +14,9 @@ Owners share (``client.uploads``), analysts select (``client.jobs``) and fetch
 
 from __future__ import annotations
 
-from client.jobs import Selecting
-from client.results import Fetching
-from client.uploads import Sharing
+from mpcnet.client.jobs import Selecting
+from mpcnet.client.results import Fetching
+from mpcnet.client.uploads import Sharing
 
 
 class Client(Sharing, Selecting, Fetching):

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from client.connection import Connections, ServerSession, default_security
-from client.encoding import Encoded, encode_contribution
+from mpcnet.client.connection import Connections, ServerSession, default_security
+from mpcnet.client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
 from mpcnet.errors import InputError, MPCError, PeerError
+from mpcnet.parties import catalog
 from mpcnet.schemes.registry import sharing_of
-from parties import catalog
 
 SHARE_BLOCK_BYTES = 16 << 20
 """Plaintext bytes per block of rows shared and sent at once (each server's part is a few
@@ -48,7 +48,7 @@ class ShareSummary:
 
 def read_declared(path: str | Path) -> Any:
     """A declared schema from its TOML file (``parties.declared``)."""
-    from parties.declared import Declared
+    from mpcnet.parties.declared import Declared
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -117,7 +117,7 @@ class Sharing(Connections):
     async def schema_toml(self, dataset: str) -> str:
         """The dataset's schema as a TOML file: the declared one, or the one its contributions
         made (the first owner's columns and scales, the lists as they are now)."""
-        from parties.declared import Column, Declared
+        from mpcnet.parties.declared import Column, Declared
 
         check_name("dataset", dataset)
         view = await self._view(await self.sessions_for(list(self.dep.servers)), dataset)

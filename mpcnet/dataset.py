@@ -28,6 +28,7 @@ import zlib
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import IO, Literal
 
@@ -41,7 +42,6 @@ MISSING_POLICIES = ("refuse", "zero", "mean")
 MISSING_TOKENS = frozenset({"", "NA", "NAN", "?"})
 """Cells that count as missing, compared after stripping blanks and upper-casing."""
 
-_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 @dataclass(frozen=True)
@@ -180,13 +180,15 @@ BUNDLED: dict[str, Bundled] = {
 
 
 def bundled(name: str) -> Path:
-    """Path of the bundled dataset `name` (a key of BUNDLED) in the repository's data/ folder."""
+    """Path of the bundled dataset `name` (a key of BUNDLED): the package data ``mpcnet.data``
+    (the repository's data/ folder in a clone). pip unpacks wheels, so it is a file on disk."""
     if name not in BUNDLED:
         raise InputError(f"unknown dataset {name!r}; bundled datasets are: {', '.join(BUNDLED)}")
-    path = _DATA_DIR / BUNDLED[name].file
-    if not path.is_file():
-        raise InputError(f"bundled dataset {name!r} is missing: {path} not found; reinstall")
-    return path
+    resource = resources.files("mpcnet.data").joinpath(BUNDLED[name].file)
+    if not (isinstance(resource, Path) and resource.is_file()):
+        raise InputError(f"bundled dataset {name!r} is missing: {resource} is not a file on "
+                         "disk; reinstall mpcnet")
+    return resource
 
 
 def read_bundled(name: str) -> Table:

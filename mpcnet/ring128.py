@@ -22,9 +22,10 @@ import numpy as np
 try:
     from mpcnet import _ring128  # type: ignore[attr-defined]
 except ImportError as e:  # a checkout that was not installed
-    raise ImportError("mpcnet's compiled loops (mpcnet/_ring128.c) are not built here: install "
-                      "the checkout (`make test`, or `pip install -e .`), or build them in place "
-                      "with `python setup.py build_ext --inplace`") from e
+    raise ImportError("mpcnet's compiled loops (mpcnet/_ring128.c) are not built here, and "
+                      "there is no pure-numpy fallback: install the wheel, or install the sdist "
+                      "or the checkout with a C compiler present (`make test`, `pip install -e "
+                      ".`, or `python setup.py build_ext --inplace` in a checkout)") from e
 
 U64 = np.uint64
 MASK64 = (1 << 64) - 1

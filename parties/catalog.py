@@ -33,8 +33,8 @@ from mpcnet.config import NAME_RE
 from mpcnet.errors import ConfigError, InputError
 from mpcnet.featsel.scores import DEFAULT_SCORE, score
 from mpcnet.fixedpoint import EXPONENT_RANGE, MAX_ROWS, VALUE_BITS
+from mpcnet.parties.declared import Declared
 from mpcnet.schemes import registry
-from parties.declared import Declared
 
 LAYOUTS = ("rows", "columns")
 MAX_COLUMNS = 1 << 20

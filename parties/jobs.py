@@ -31,11 +31,11 @@ from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError
 from mpcnet.featsel import scores as featsel_scores
 from mpcnet.jobrequest import TRAIN_SCORE, JobRequest, SignedRequest
+from mpcnet.parties import catalog
+from mpcnet.parties.storage import Storage
 from mpcnet.plain.logreg import Training
 from mpcnet.schemes.registry import sharing_of
 from mpcnet.train.logreg import check_training
-from parties import catalog
-from parties.storage import Storage
 
 SCORES = tuple(featsel_scores.SCORES)
 KINDS = ("select", "train")

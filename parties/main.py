@@ -18,11 +18,11 @@ import signal
 import sys
 from pathlib import Path
 
-from mpcnet import config
+from mpcnet import __version__, config
 from mpcnet.errors import MPCError
 from mpcnet.net.tls import run
-from parties.heap import keep_freed_memory
-from parties.server import PartyServer
+from mpcnet.parties.heap import keep_freed_memory
+from mpcnet.parties.server import PartyServer
 
 
 def setup_logging(name: str, level: str) -> None:
@@ -50,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     """The command line of ``mpc-party``."""
     p = argparse.ArgumentParser(prog="mpc-party", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--config", required=True, type=Path, help="deployment TOML file")
     p.add_argument("--name", required=True, help="this server's name in the file")
     p.add_argument("--ready-file", type=Path,

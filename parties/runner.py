@@ -30,13 +30,13 @@ from mpcnet.featsel.source import ShareSource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel
+from mpcnet.parties import catalog
+from mpcnet.parties.heap import release_freed_memory
+from mpcnet.parties.jobs import Job
+from mpcnet.parties.storage import Storage
 from mpcnet.plain.logreg import Training
 from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme, Shared
-from parties import catalog
-from parties.heap import release_freed_memory
-from parties.jobs import Job
-from parties.storage import Storage
 
 log = logging.getLogger("mpcnet.party")
 Shares = tuple[ShareSource, np.ndarray | None]

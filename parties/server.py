@@ -33,11 +33,11 @@ from mpcnet.jobrequest import load_ca
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import client_context, describe, server_context
-from parties.jobs import Job, JobBook
-from parties.mesh import Mesh
-from parties.runner import JobRunner, Runtime
-from parties.session import ClientSession
-from parties.storage import Storage
+from mpcnet.parties.jobs import Job, JobBook
+from mpcnet.parties.mesh import Mesh
+from mpcnet.parties.runner import JobRunner, Runtime
+from mpcnet.parties.session import ClientSession
+from mpcnet.parties.storage import Storage
 
 log = logging.getLogger("mpcnet.party")
 

@@ -23,11 +23,11 @@ from mpcnet.config import check_name
 from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError, StorageError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
-from parties import access, catalog
-from parties.uploads import Upload, withdraw
+from mpcnet.parties import access, catalog
+from mpcnet.parties.uploads import Upload, withdraw
 
 if TYPE_CHECKING:
-    from parties.server import PartyServer
+    from mpcnet.parties.server import PartyServer
 
 log = logging.getLogger("mpcnet.party")
 IDLE_TIMEOUT = 3600.0  # a client session may stay idle this long

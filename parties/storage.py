@@ -39,7 +39,7 @@ import numpy as np
 
 from mpcnet.config import NAME_RE
 from mpcnet.errors import StorageError
-from parties.sharefiles import ShareFile, StoredShares
+from mpcnet.parties.sharefiles import ShareFile, StoredShares
 
 log = logging.getLogger("mpcnet.storage")
 
@@ -293,7 +293,7 @@ class Storage:
             shutil.rmtree(folder, ignore_errors=True)
             _fsync_dir(self.datasets)
             return True
-        from parties import catalog
+        from mpcnet.parties import catalog
 
         gone = next(c for c in manifest["contributions"] if c["id"] == upload_id)
         rebuilt = catalog.assemble(name, manifest["layout"], manifest["sharing"], keep)

@@ -21,11 +21,11 @@ import numpy as np
 
 from mpcnet.config import Deployment, check_name
 from mpcnet.errors import ConfigError, InputError
+from mpcnet.parties import catalog
+from mpcnet.parties.access import check_contributor
+from mpcnet.parties.sharefiles import ShareFileWriter
+from mpcnet.parties.storage import FILE_MODE, Storage
 from mpcnet.schemes.registry import for_sharing
-from parties import catalog
-from parties.access import check_contributor
-from parties.sharefiles import ShareFileWriter
-from parties.storage import FILE_MODE, Storage
 
 FREE_MARGIN = 256 << 20
 """Disk space an upload must leave free (for jobs' results and records)."""

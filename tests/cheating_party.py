@@ -73,14 +73,14 @@ from mpcnet.net import wire  # noqa: E402
 from mpcnet.net.engine import RoundEngine  # noqa: E402
 from mpcnet.net.framing import FrameProtocol  # noqa: E402
 from mpcnet.net.tls import TLSChannel  # noqa: E402
+from mpcnet.parties.jobs import Job  # noqa: E402
+from mpcnet.parties.main import main as party_main  # noqa: E402
+from mpcnet.parties.runner import Runtime, Shares  # noqa: E402
+from mpcnet.parties.server import PartyServer  # noqa: E402
 from mpcnet.schemes import registry  # noqa: E402
 from mpcnet.schemes.base import Scheme  # noqa: E402
 from mpcnet.schemes.faults import KINDS as FAULT_KINDS  # noqa: E402
 from mpcnet.schemes.faults import FaultInjector  # noqa: E402
-from parties.jobs import Job  # noqa: E402
-from parties.main import main as party_main  # noqa: E402
-from parties.runner import Runtime, Shares  # noqa: E402
-from parties.server import PartyServer  # noqa: E402
 
 log = logging.getLogger("mpcnet.cheater")
 

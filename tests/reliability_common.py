@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from client.local import CLIENTS, LocalCluster, write_config
-from client.results import reconstruct
-from client.session import Client
+from mpcnet.client.local import CLIENTS, LocalCluster, write_config
+from mpcnet.client.results import reconstruct
+from mpcnet.client.session import Client
 from mpcnet.net.tls import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def lsvt_files(folder: Path, specs: dict[str, tuple[Any, ...]]) -> dict[str, Pat
 def plaintext(parts: list[Path], k: int) -> np.ndarray:
     """D' in the clear for the rows of ``parts`` stacked in order, encoded with the exponents
     and classes of the first part (what the first owner fixes), by ``mpcnet.plain``."""
-    from client.demo import plaintext_reference
+    from mpcnet.client.demo import plaintext_reference
     from mpcnet.dataset import Table, class_codes, read_csv
     from mpcnet.fixedpoint import auto_exponents
 
@@ -226,7 +226,7 @@ def report(request: pytest.FixtureRequest, line: str) -> None:
 def start_cli(cluster: LocalCluster, identity: str, *args: str) -> subprocess.Popen[str]:
     """``mpc-client`` in the background (the test acts while it runs)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "client.main", "--config", str(cluster.config_path), "--as",
+        [sys.executable, "-m", "mpcnet.client.main", "--config", str(cluster.config_path), "--as",
          identity, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=cluster._env())
 

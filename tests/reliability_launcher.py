@@ -69,10 +69,10 @@ async def exchange(self: RoundEngine, sends: Any, recv_from: Any) -> Any:
 
 def install() -> None:
     """Wrap the seams the keys name, in this test process only."""
-    from parties.server import PartyServer
-    from parties.session import ClientSession
-    from parties.storage import Storage
-    from parties.uploads import Upload
+    from mpcnet.parties.server import PartyServer
+    from mpcnet.parties.session import ClientSession
+    from mpcnet.parties.storage import Storage
+    from mpcnet.parties.uploads import Upload
 
     RoundEngine.exchange = exchange  # type: ignore[method-assign]
 
@@ -109,6 +109,6 @@ def install() -> None:
 
 if __name__ == "__main__":
     install()
-    from parties.main import main
+    from mpcnet.parties.main import main
 
     sys.exit(main(sys.argv[2:]))

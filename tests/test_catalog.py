@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mpcnet.errors import InputError
-from parties import catalog
+from mpcnet.parties import catalog
 
 
 def meta(i: str, layout: str = "rows", cols: tuple[str, ...] = ("a", "b"), rows: int = 5,

@@ -9,9 +9,9 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from certs.main import main
-from client.local import write_config
 from mpcnet import config
+from mpcnet.certs.main import main
+from mpcnet.client.local import write_config
 
 
 @pytest.fixture

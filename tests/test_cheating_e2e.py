@@ -36,8 +36,8 @@ import pytest
 from cheating_party import ACTIONS, INPUT_KINDS, FaultSpec
 from conftest import ROOT
 
-from client.local import SERVER_NAMES, LocalCluster
-from client.session import Client
+from mpcnet.client.local import SERVER_NAMES, LocalCluster
+from mpcnet.client.session import Client
 from mpcnet.net.tls import run
 
 LAUNCHER = ROOT / "tests" / "cheating_party.py"
@@ -201,7 +201,7 @@ def _dataset(out: Path) -> Path:
 
 def _plaintext(path: Path) -> list[list[str]]:
     """The cells of D' in the clear, as ``fetch --out`` writes them."""
-    from client.demo import plaintext_reference
+    from mpcnet.client.demo import plaintext_reference
     from mpcnet.dataset import class_codes, read_csv
     from mpcnet.fixedpoint import auto_exponents
 

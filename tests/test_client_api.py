@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from conftest import ROOT
 
-from client.local import LocalCluster
-from client.plain import expected_selection
+from mpcnet.client.local import LocalCluster
+from mpcnet.client.plain import expected_selection
 
 MARK = "<!-- the example tests/test_client_api.py runs -->"
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from client.encoding import encode_contribution
+from mpcnet.client.encoding import encode_contribution
 from mpcnet.dataset import EncodingOptions
 from mpcnet.errors import InputError
-from parties import catalog
+from mpcnet.parties import catalog
 
 
 def _share(path: Path, view: dict | None, owner: str) -> dict:
@@ -38,7 +38,7 @@ def test_a_declared_scale_cannot_round_a_later_owner_away_either(tmp_path: Path)
     """A dishonest first owner declares exponent -12 and missing = zero: a later owner's
     client refuses rather than encode its values as zeros, and its own --missing may not be
     overridden silently."""
-    from parties.declared import Declared
+    from mpcnet.parties.declared import Declared
 
     schema = Declared.from_toml('label = "y"\nmissing = "zero"\n[columns]\n'
                                 'x = { type = "numeric", exponent = -12 }\n', "evil.toml")

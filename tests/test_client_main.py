@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from certs.main import parser as certs_parser
-from client.demo import parser as demo_parser
-from client.main import parser as client_parser
+from mpcnet.certs.main import parser as certs_parser
+from mpcnet.client.demo import parser as demo_parser
+from mpcnet.client.main import parser as client_parser
 from mpcnet.dataset import EncodingOptions, read_csv
 from mpcnet.errors import MPCError
-from parties import catalog
-from parties.main import parser as party_parser
+from mpcnet.parties import catalog
+from mpcnet.parties.main import parser as party_parser
 
 
 def _options(p: argparse.ArgumentParser, where: str) -> Iterator[tuple[str, argparse.Action]]:
@@ -88,14 +88,14 @@ def test_the_demo_checks_its_arguments_before_starting_anything() -> None:
     from conftest import ROOT
 
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "client.demo", "--k", "400"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "mpcnet.client.demo", "--k", "400"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "between 1 and 309" in r.stderr and r.stdout == "", r
     assert time.monotonic() - t0 < 10  # no server was started
 
 
 def test_the_job_figures_show_the_planner_choice() -> None:
-    from client.main import figures_text
+    from mpcnet.client.main import figures_text
 
     plan = {"method": "network", "comparisons": 290208, "stages": 84, "levels": 1,
             "alternative": "ranking ruled out: 41,000 MiB of comparisons over the 1,792 MiB "

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from reliability_common import FaultCluster, four_servers_with_results, plaintext, report
 
-from client.results import Reduced, reconstruct, write_csv
-from client.session import Client
+from mpcnet.client.results import Reduced, reconstruct, write_csv
+from mpcnet.client.session import Client
 from mpcnet.errors import InputError
 from mpcnet.net.tls import run
 

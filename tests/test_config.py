@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from client.local import write_config
 from mpcnet import config
+from mpcnet.client.local import write_config
 from mpcnet.config import check_name
 from mpcnet.errors import ConfigError, InputError
 

@@ -10,8 +10,8 @@ import pytest
 
 from mpcnet.dataset import read_csv
 from mpcnet.errors import InputError
-from parties import catalog
-from parties.declared import Declared, draft
+from mpcnet.parties import catalog
+from mpcnet.parties.declared import Declared, draft
 
 TEXT = '''label = "y"
 classes = ["p", "q"]

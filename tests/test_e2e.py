@@ -19,10 +19,10 @@ import pytest
 from conftest import ROOT
 from reliability_common import lsvt_files, lsvt_slice, ok, refused
 
-from certs.pki import issue, make_ca, write_pair
-from client.local import CLIENTS, LocalCluster, write_config
-from client.session import Client
 from mpcnet import config
+from mpcnet.certs.pki import issue, make_ca, write_pair
+from mpcnet.client.local import CLIENTS, LocalCluster, write_config
+from mpcnet.client.session import Client
 from mpcnet.dataset import read_csv
 from mpcnet.net.tls import run
 
@@ -57,7 +57,7 @@ def _plaintext(csv_path: Path, k: int, scale_from: Path | None = None) -> np.nda
     """The cells of D' in the clear, with the exponents the first owner's file
     (``scale_from``) fixes, as ``fetch --out`` writes them (equal cells mean equal encoded
     values)."""
-    from client.demo import plaintext_reference
+    from mpcnet.client.demo import plaintext_reference
     from mpcnet.dataset import class_codes
     from mpcnet.fixedpoint import auto_exponents
 
@@ -149,7 +149,7 @@ def test_a_later_owner_adds_a_class_and_a_category_without_any_reupload(
     lists = EncodingOptions(known_categories={"site": ["x", "y", "z"]})
     table = read_csv(union, label="label", options=lists)
     exponents = auto_exponents(read_csv(first, label="label", options=lists).values)
-    from client.demo import plaintext_reference
+    from mpcnet.client.demo import plaintext_reference
     expected = np.array(plaintext_reference(table, exponents, ["1", "2", "3"], 5).texts())
     for security in ("passive3", "active3"):
         ok(cluster.client("analyst", "select", "--dataset", "grown", "--k", "5", "--result",
@@ -582,7 +582,7 @@ def test_a_closed_pipe_ends_the_client_quietly(cluster: LocalCluster) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "client.main", "--config",
+    proc = subprocess.Popen([sys.executable, "-m", "mpcnet.client.main", "--config",
                              str(cluster.config_path), "--as", "analyst", "jobs"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=cluster._env())
@@ -658,9 +658,9 @@ def test_server_killed_mid_job_fails_the_job_naming_it(fresh: LocalCluster,
 def test_the_demo_command_checks_itself(tmp_path: Path) -> None:
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "client.demo", "--dataset", "lsvt", "--workdir",
-                        str(tmp_path / "demo")], capture_output=True, text=True, timeout=300,
-                       cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "mpcnet.client.demo", "--dataset", "lsvt",
+                        "--workdir", str(tmp_path / "demo")], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "equals the plaintext selection: yes" in r.stdout
     assert "103 features selected" in r.stdout

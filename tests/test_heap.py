@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from parties import heap
+from mpcnet.parties import heap
 
 CHILD = """
 import sys
 import numpy as np
-from parties import heap
+from mpcnet.parties import heap
 
 def rss_mb():
     with open("/proc/self/status") as f:

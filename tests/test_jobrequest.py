@@ -10,9 +10,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from certs.pki import init_deployment, issue, make_ca, write_pair
-from client.local import CLIENTS, write_config
 from mpcnet import config
+from mpcnet.certs.pki import init_deployment, issue, make_ca, write_pair
+from mpcnet.client.local import CLIENTS, write_config
 from mpcnet.config import Deployment
 from mpcnet.errors import AccessDenied, InputError
 from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest, load_ca

@@ -16,7 +16,7 @@ LAYERS = {
     "mpcnet.schemes": 3,
     "mpcnet.ops": 4,
     "mpcnet.featsel": 5, "mpcnet.train": 5,
-    "certs": 6, "parties": 7, "client": 7,
+    "mpcnet.certs": 6, "mpcnet.parties": 7, "mpcnet.client": 7,
 }
 
 
@@ -31,8 +31,8 @@ def _layer(module: str) -> int | None:
 
 def _modules() -> list[tuple[str, Path]]:
     out = []
-    for top in ("mpcnet", "parties", "client", "certs"):
-        for path in sorted((ROOT / top).rglob("*.py")):
+    for top in ("mpcnet", "mpcnet/parties", "mpcnet/client", "mpcnet/certs"):
+        for path in sorted((ROOT / top).rglob("*.py")):  # rglob does not enter the symlinks
             parts = path.relative_to(ROOT).with_suffix("").parts
             out.append((".".join(p for p in parts if p != "__init__"), path))
     return out
@@ -63,4 +63,20 @@ def test_imports_point_downward() -> None:
                 target = _layer(name)
                 if target is not None and target > own:
                     bad.append(f"{module} (layer {own}) imports {name} (layer {target})")
+    assert not bad, "\n".join(bad)
+
+
+def test_server_client_and_certs_are_imported_under_mpcnet() -> None:
+    """parties/, client/ and certs/ install as mpcnet.parties, mpcnet.client and mpcnet.certs
+    (docs/design.md, section 2): importing them by their folder names would load a second copy
+    of each module in a clone and fail in an installed wheel."""
+    bad = []
+    tops = ("mpcnet", "parties", "client", "certs", "tests", "bench")
+    for path in sorted(p for top in tops for p in (ROOT / top).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                and node.level == 0 else [])
+            bad += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                    if n.split(".")[0] in ("parties", "client", "certs")]
     assert not bad, "\n".join(bad)

@@ -18,17 +18,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from certs.pki import init_deployment
-from client.local import CLIENTS, write_config
 from mpcnet import config
+from mpcnet.certs.pki import init_deployment
+from mpcnet.client.local import CLIENTS, write_config
 from mpcnet.config import Deployment
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError
 from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest, load_ca
+from mpcnet.parties import catalog
+from mpcnet.parties.jobs import JobBook
+from mpcnet.parties.storage import Storage
+from mpcnet.parties.uploads import Upload
 from mpcnet.schemes import registry
-from parties import catalog
-from parties.jobs import JobBook
-from parties.storage import Storage
-from parties.uploads import Upload
 
 ROWS, COLS, K = 20, 4, 2
 

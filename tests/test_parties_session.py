@@ -22,8 +22,8 @@ from reliability_common import (
     start_cli,
 )
 
-from client.connection import ServerSession
-from client.session import Client
+from mpcnet.client.connection import ServerSession
+from mpcnet.client.session import Client
 from mpcnet.errors import AccessDenied, MPCError
 from mpcnet.net.tls import run
 

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from client.local import write_config
 from mpcnet import config
+from mpcnet.client.local import write_config
 from mpcnet.config import Deployment
 from mpcnet.errors import AccessDenied, InputError
+from mpcnet.parties import catalog
+from mpcnet.parties.storage import Storage
+from mpcnet.parties.uploads import Upload, withdraw
 from mpcnet.schemes import registry
-from parties import catalog
-from parties.storage import Storage
-from parties.uploads import Upload, withdraw
 
 ROWS, COLS = 6, 3
 
@@ -163,7 +163,7 @@ def test_uploads_reserve_their_disk_space_until_they_end(setup: tuple[Deployment
     import shutil
     from collections import namedtuple
 
-    from parties import uploads
+    from mpcnet.parties import uploads
 
     dep, storage = setup
     need = 8 * 2 * ROWS * (3 + 2)  # passive3: 2 components of data (3 columns) and labels

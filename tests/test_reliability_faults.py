@@ -43,11 +43,11 @@ from reliability_common import (
     wait_jobs_ended,
 )
 
-from client.session import Client
+from mpcnet.client.session import Client
 from mpcnet.errors import MPCError
 from mpcnet.net.tls import client_context, dial, run
+from mpcnet.parties.storage import Storage
 from mpcnet.schemes.registry import sharing_of
-from parties.storage import Storage
 
 ROUND, CONNECT, HANDSHAKE = 3.0, 2.0, 2.0
 BOUND = ROUND + HANDSHAKE + 3.0  # a job must fail this soon after the fault (3 s of slack)

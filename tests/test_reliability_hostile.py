@@ -36,9 +36,9 @@ from reliability_common import (
     snapshot,
 )
 
-from certs.pki import issue, make_ca, write_pair
-from client.local import LocalCluster
-from client.session import Client
+from mpcnet.certs.pki import issue, make_ca, write_pair
+from mpcnet.client.local import LocalCluster
+from mpcnet.client.session import Client
 from mpcnet.errors import PeerError
 from mpcnet.net.framing import MAGIC, PREFIX, FrameProtocol, encode
 from mpcnet.net.tls import client_context, dial, run

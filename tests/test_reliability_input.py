@@ -31,7 +31,7 @@ from reliability_common import (
     snapshot,
 )
 
-from client.local import LocalCluster
+from mpcnet.client.local import LocalCluster
 
 Case = tuple[str, str, list[str], list[str]]  # name, identity, arguments, expected words
 

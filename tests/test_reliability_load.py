@@ -33,8 +33,8 @@ from reliability_common import (
     start_cli,
 )
 
-from client.local import LocalCluster
-from client.session import Client
+from mpcnet.client.local import LocalCluster
+from mpcnet.client.session import Client
 from mpcnet.net.tls import run
 
 # (analyst, dataset, k, result)
@@ -61,7 +61,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _plaintext_columns(parts: list[Path], k: int) -> np.ndarray:
     """D' in the clear for contributions by columns joined in ``parts`` order (each owner
     scales its own columns: the same exponents as scaling the joined table)."""
-    from client.demo import plaintext_reference
+    from mpcnet.client.demo import plaintext_reference
     from mpcnet.dataset import Table, class_codes, read_csv
     from mpcnet.fixedpoint import auto_exponents
 

@@ -6,7 +6,7 @@ import numpy as np
 from conftest import outcomes
 
 from mpcnet.errors import PeerError
-from parties.runner import agreed_budget
+from mpcnet.parties.runner import agreed_budget
 
 
 def test_every_server_takes_the_smallest_budget() -> None:

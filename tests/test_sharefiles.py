@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parties import sharefiles
-from parties.sharefiles import ShareFile, ShareFileWriter, StoredShares, sha256_of
+from mpcnet.parties import sharefiles
+from mpcnet.parties.sharefiles import ShareFile, ShareFileWriter, StoredShares, sha256_of
 
 
 def _saved(tmp_path: Path, name: str, array: np.ndarray) -> ShareFile:

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from client.local import write_config
 from mpcnet import config
-from parties import catalog
-from parties.storage import Storage, StorageError, write_array
+from mpcnet.client.local import write_config
+from mpcnet.parties import catalog
+from mpcnet.parties.storage import Storage, StorageError, write_array
 
 
 def _contribute(st: Storage, upload: str, owner: str, seq: int, rows: int = 4,
@@ -179,8 +179,8 @@ def test_stored_folders_and_files_are_private_whatever_the_umask(tmp_path: Path)
     import os
     import stat
 
+    from mpcnet.parties.uploads import Upload
     from mpcnet.schemes import registry
-    from parties.uploads import Upload
 
     old = os.umask(0o022)
     try:

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from certs.pki import issue, make_ca, write_pair
-from client.local import free_ports
+from mpcnet.certs.pki import issue, make_ca, write_pair
+from mpcnet.client.local import free_ports
 from mpcnet.errors import HandshakeError, PeerError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import PREFIX, FrameDecoder, FrameProtocol, encode
