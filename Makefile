@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench accuracy network scaling package-check
+.PHONY: demo test docs bench accuracy network scaling package-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -15,11 +15,16 @@ demo: $(PY)  ## install, then run the whole product locally on the bundled datas
 	$(PY) -m pip install -q -e .
 	$(PY) -m mpcnet.client.demo
 
-test: $(PY)  ## install with the dev, API and benchmark tools, lint, type-check, run the tests (slow ones skipped)
-	$(PY) -m pip install -q -e '.[dev,api,bench]'
+test: $(PY)  ## install with the dev, API, docs and benchmark tools; lint, type-check, build the docs, run the tests (slow ones skipped)
+	$(PY) -m pip install -q -e '.[dev,api,bench,docs]'
 	$(PY) -m ruff check mpcnet parties client certs tests bench
 	$(PY) -m mypy mpcnet
+	$(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -q
+
+docs: $(PY)  ## the documentation site with the API reference from the docstrings (build/site); any warning fails it
+	$(PY) -m pip install -q -e '.[docs]'
+	$(PY) -m mkdocs build --strict --quiet
 
 bench: $(PY)  ## in-process benchmark of the three paper shapes
 	$(PY) -m bench.inprocess

@@ -1,7 +1,7 @@
 """``mpc-certs``: create a deployment's CA and certificates.
 
-    mpc-certs init --config deploy/local.toml [--out DIR] [--force]
-    mpc-certs show --config deploy/local.toml
+``mpc-certs init --config deploy/local.toml [--out DIR] [--force]``, and
+``mpc-certs show --config deploy/local.toml``.
 """
 
 from __future__ import annotations

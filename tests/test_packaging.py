@@ -13,8 +13,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from mpcnet import __version__
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ and their applications", AFIPS 1968, with blocks merged pairwise keeping the bet
 3. While more than one block is left: pair the blocks; compare element t of the first with
    element K-1-t of the second and keep the better (a bitonic sequence holding the best K of
    both), then sort it with a bitonic merge (log2 K stages).
-4. The first k elements of the last block are the k best in order; T[j][r] = [idx_r == j].
+4. The first k elements of the last block are the k best in order; `T[j][r] = [idx_r == j]`.
 
 Every compare-exchange is exact with the lower-index tie rule: the sign of
 W = (num_a den_b - num_b den_a) N + idx_b - idx_a (``fraction.with_ties``) says whether b beats

@@ -3,7 +3,7 @@
 Protocol 1 of Li, Dowsley, De Cock (2021) finds the k best scores with k sequential argmins.
 Here every score is compared with every other in one batch (p(p-1)/2 comparisons, ties broken
 by the lower index), each feature's rank is a local sum of the outcomes, and
-T[j][r] = [rank_j == r] for r < k comes from one more batch of comparisons:
+`T[j][r] = [rank_j == r]` for r < k comes from one more batch of comparisons:
 [rank_j <= r] - [rank_j <= r - 1]. The result is exactly the paper's T, in a number of rounds
 that does not depend on p or k (docs/design.md, section 4).
 """
@@ -43,7 +43,7 @@ async def ranks_from_differences(s: Scheme, diff: Shared, p: int) -> Shared:
 
 
 async def selection_matrix(s: Scheme, rank: Shared, k: int) -> Shared:
-    """The p x k 0/1 matrix T with T[j][r] = [rank_j == r] (Protocol 1's T)."""
+    """The p x k 0/1 matrix T with `T[j][r] = [rank_j == r]` (Protocol 1's T)."""
     p = rank.shape[0]
     thresholds = np.arange(1, k + 1, dtype=np.int64)[None, :]
     at_most = await ltz(s, s.add_public(rank.reshape(p, 1).broadcast_to((p, k)),

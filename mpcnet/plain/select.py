@@ -1,7 +1,7 @@
 """Plaintext reference layer: top-k selection, the selection matrix T and the reduced data D'.
 
 Follows pi_FILTER-FS (Li, Dowsley, De Cock 2021, Protocol 1): the k best features in rank order
-form the p x k 0/1 matrix T with T[j][r] = 1 iff feature j has rank r, and D' = D x T. Ties are
+form the p x k 0/1 matrix T with `T[j][r] = 1` iff feature j has rank r, and D' = D x T. Ties are
 broken by the lower feature index (docs/design.md, section 4).
 """
 
