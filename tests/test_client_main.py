@@ -29,7 +29,8 @@ def _options(p: argparse.ArgumentParser, where: str) -> Iterator[tuple[str, argp
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 yield from _options(sub, f"{where} {name}")
-        elif action.option_strings and not isinstance(action, argparse._HelpAction):
+        elif action.option_strings and not isinstance(action, argparse._HelpAction
+                                                      | argparse._VersionAction):
             yield where, action
 
 
