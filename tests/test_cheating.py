@@ -153,14 +153,16 @@ def test_every_message_kind_and_position_is_detected_with_value_only_data(cheate
     assert cases >= 6
 
 
-@pytest.mark.parametrize("cheater", range(3))
-def test_cheating_in_truncation_and_random_bits_is_detected(cheater: int) -> None:
+@pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
+def test_cheating_in_truncation_is_detected(scheme: str, cheater: int) -> None:
+    """active3 masks with authenticated random bits (checked by the batched checks before the
+    opening that follows), active4 with a mask two parties know, in joint messages."""
     floor = _dataset()[0] >> 3  # rounded down or up (probabilistic truncation)
-    cases, checks = _every_kind_and_position("active3", cheater, _truncation,
+    cases, checks = _every_kind_and_position(scheme, cheater, _truncation,
                                              lambda out: bool(np.isin(out - floor, (0, 1)).all()))
-    print(f"active3 truncation, cheater {cheater}: {cases}/{cases} cases detected, "
+    print(f"{scheme} truncation, cheater {cheater}: {cases}/{cases} cases detected, "
           f"checks: {sorted(checks)}")
-    assert cases >= 6
+    assert cases >= (6 if scheme == "active3" else 2)
 
 
 @pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)

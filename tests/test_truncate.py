@@ -116,19 +116,38 @@ def test_truncation_rounds_do_not_grow_with_the_batch(scheme: str) -> None:
     assert small == large
     # active3: the perfect mask's opening is masked, so its MAC records are folded into the
     # job's one zero test (one more round for the inputs' check); the statistical one opens
-    # after the four rounds of a full check, and one to authenticate its random bits
-    assert small[:2] == ([4, 8] if scheme == "active3" else [3, 3]) and small[2] <= 11
+    # after the four rounds of a full check, and one to authenticate its random bits;
+    # passive3 deals its mask (two rounds)
+    perfect = {"active3": 4, "passive3": 2}.get(scheme, 3)
+    assert small[:2] == [perfect, 8 if scheme == "active3" else 3] and small[2] <= 11
 
 
-def test_trunc_rejects_ranges_it_cannot_mask(scheme: str) -> None:
-    x = np.zeros(3, dtype=np.int64)
+@pytest.mark.parametrize(("scheme", "dealers"), [("passive3", (2,)), ("active4", (2, 3))])
+def test_the_parties_that_know_the_mask_never_see_it_added(scheme: str, dealers: tuple[int, ...]
+                                                          ) -> None:
+    """The schemes' own truncations (``Scheme.truncate``): the parties that make the mask r
+    receive no word of the round that opens c = x + r to the others (passive3's dealer
+    receives nothing at all); each party sends 2 (passive3) or 3.5 (active4) words a value."""
+    x = _bounded(400, 62, 5)
 
-    async def too_wide(s, x):  # type: ignore[no-untyped-def]
-        return await trunc(s, x, F, 61)
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        received: list[int] = []
+        exchange, sent = s.engine.exchange, s.engine.bytes_sent
 
-    async def too_far(s, x):  # type: ignore[no-untyped-def]
-        return await trunc(s, x, 63)
+        async def spy(sends, recv_from):  # type: ignore[no-untyped-def]
+            got = await exchange(sends, recv_from)
+            received.append(sum(v.nbytes for v in got.values()))
+            return got
 
-    for body in (too_wide, too_far):
-        with pytest.raises(ValueError):
-            run_protocol(scheme, {"x": x}, body)
+        s.engine.exchange = spy
+        out = await trunc(s, x, F)
+        s.engine.exchange, sent = exchange, s.engine.bytes_sent - sent
+        return await s.open(out), np.array(received), sent
+
+    results = run_protocol(scheme, {"x": x}, body)
+    _assert_rounded(opened([r[0] for r in results]), x, F)
+    for party in dealers:
+        received = results[party][1]
+        assert received[0] == 0 and (scheme != "passive3" or received.sum() == 0)
+    words = max(int(r[2]) for r in results) / 8 / x.size
+    assert words == pytest.approx(2 if scheme == "passive3" else 3.5, abs=0.05)

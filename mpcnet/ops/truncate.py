@@ -77,18 +77,28 @@ async def trunc(s: Scheme, x: Shared, f: int | np.ndarray, k: int | None = None,
     module docstring); ``f`` is one integer. Rounds: 3 (1 with ``mask``).
     """
     if k is None:
+        if mask is None:
+            own = await s.truncate(x, _shifts(x, f))
+            if own is not None:
+                return own
         return await _trunc_perfect(s, x, f, mask)
     if mask is not None or np.ndim(f) != 0:
         raise ValueError("trunc with a bound k takes one shift f and makes its own mask")
     return await _trunc_statistical(s, x, int(f), k)
 
 
+def _shifts(x: Shared, f: int | np.ndarray) -> np.ndarray:
+    """The shift of every value of x (flat int64), checked to be within 0..FULL_RANGE_BITS."""
+    t = np.broadcast_to(np.asarray(f, dtype=np.int64), x.shape).reshape(x.size)
+    if t.size and (t.min() < 0 or t.max() > FULL_RANGE_BITS):
+        raise ValueError(f"trunc shifts by 0 to {FULL_RANGE_BITS} bits, not {t.min()}..{t.max()}")
+    return t
+
+
 async def _trunc_perfect(s: Scheme, x: Shared, f: int | np.ndarray,
                          mask: Shared | None) -> Shared:
     shape, count = x.shape, x.size
-    t = np.broadcast_to(np.asarray(f, dtype=np.int64), shape).reshape(count)
-    if t.size and (t.min() < 0 or t.max() > FULL_RANGE_BITS):
-        raise ValueError(f"trunc shifts by 0 to {FULL_RANGE_BITS} bits, not {t.min()}..{t.max()}")
+    t = _shifts(x, f)
     bits = mask if mask is not None else await random_bits(s, (64,) + shape)
     if bits.shape != (64,) + shape:
         raise ValueError(f"trunc mask must have shape {(64,) + shape}, not {bits.shape}")

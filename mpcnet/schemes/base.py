@@ -226,6 +226,13 @@ class Scheme(ABC):
         job's next ``verify`` instead of running them in parts (spdz3). Here: ``open``."""
         return await (self.open_binary(x) if binary else self.open(x))
 
+    async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
+        """floor(x / 2^t) + e for every value of x and its shift t in ``shifts`` (int64, x's
+        size, 0..62), with |x| < 2^62 and e in {0, 1}, P[e = 1] = (x mod 2^t) / 2^t, by a
+        protocol of the scheme's own; None where it has none (``mpcnet.ops.truncate.trunc``
+        then masks with shared random bits, which every scheme can make)."""
+        return None
+
     @abstractmethod
     async def random(self, shape: tuple[int, ...]) -> Shared:
         """A sharing of a uniformly random ring element nobody knows."""

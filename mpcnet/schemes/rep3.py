@@ -22,6 +22,7 @@ from mpcnet.schemes.keys import pairwise_prfs
 from mpcnet.schemes.replicated import combine, random_words
 
 U64 = np.uint64
+_LOW63 = U64((1 << 63) - 1)
 
 
 def share(values: np.ndarray, binary: bool = False) -> list[np.ndarray]:
@@ -140,6 +141,59 @@ class Rep3(Scheme):
 
     def random_binary(self, shape: tuple[int, ...]) -> Shared:
         return Shared(self._random_words(shape), 1, True)
+
+    async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
+        """Probabilistic truncation with a mask that party 2 deals to parties 0 and 1 (``Scheme.
+        truncate``): 2 rounds, 2 words per value and party, where a mask of 64 shared random
+        bits costs 128 products.
+
+        The mask is ``mpcnet.ops.truncate``'s (Catrina and Saxena, FC 2010, in Z_2^64): r
+        uniform, c = x + 2^62 + r opened, floor(x / 2^t) + e = (c mod 2^63) >> t - 2^(62 - t)
+        + 2^(63 - t) (c_63 XOR r_63) - (r mod 2^63) >> t. Here r = r_a + r_b with r_a from the
+        key of parties 0 and 2, r_b from that of parties 1 and 2, so party 2 knows r and the
+        others one half each; one party making correlated randomness for the other two is the
+        preprocessing of honest-majority 3PC (ASTRA, Chaudhari, Choudhury, Patra, Suresh,
+        CCSW 2019). Round 1: parties 0 and 1 exchange x_0 + x_1 + r_a and x_2 + r_b, so both
+        hold c and party 2 sees nothing; party 2 sends party 1 its halves of -(r mod 2^63) >> t
+        and of r_63 (the other halves come from the key it shares with party 0). Each of 0
+        and 1 now holds an additive half of the result (the public part of c and the c_63
+        coefficient applied to its halves). Round 2: the halves become replicated shares:
+        components 0 and 2 are fresh words of the keys with party 2, and parties 0 and 1
+        exchange their halves less those words, which make up component 1. Every word a party
+        receives is masked by a key word it lacks, so it learns nothing (one party passive)."""
+        n = x.size
+        t = np.asarray(shifts, dtype=np.int64).reshape(n).astype(U64)
+        words = np.ascontiguousarray(np.broadcast_to(x.data, x.data.shape).reshape(2, n))
+        if self.party == 2:
+            r_a, neg_a, top_a, zero_0 = (self._next.words(n) for _ in range(4))  # with party 0
+            r_b, zero_2 = self._prev.words(n), self._prev.words(n)             # with party 1
+            r = r_a + r_b
+            deal = np.concatenate([U64(0) - ((r & _LOW63) >> t) - neg_a, (r >> U64(63)) - top_a])
+            await self.engine.exchange({1: deal}, [])
+            await self.engine.exchange({}, [])
+            return Shared(np.stack([zero_2, zero_0]).reshape((2,) + x.shape), 1)
+        if self.party == 0:
+            r_a, neg_a, top_a, zero_0 = (self._prev.words(n) for _ in range(4))
+            mine = words[0] + words[1] + r_a
+            got = (await self.engine.exchange({1: mine}, [1]))[1]
+            half = neg_a, top_a
+        else:
+            r_b, zero_2 = self._next.words(n), self._next.words(n)
+            mine = words[1] + r_b
+            both = await self.engine.exchange({0: mine}, [0, 2])
+            got, deal = both[0], np.asarray(both[2])
+            half = deal[:n], deal[n:]
+        c = mine + np.asarray(got).reshape(n) + U64(1 << 62)
+        low, top = c & _LOW63, c >> U64(63)
+        coefficient = (U64(1) - U64(2) * top) << (U64(63) - t)   # r_63's: 2^(63-t) (1 - 2 c_63)
+        part = half[0] + coefficient * half[1]
+        if self.party == 0:
+            part += (top << (U64(63) - t)) + (low >> t) - (U64(1) << (U64(62) - t))
+        part -= zero_0 if self.party == 0 else zero_2
+        peer = 1 - self.party
+        middle = part + np.asarray((await self.engine.exchange({peer: part}, [peer]))[peer])
+        pair = [zero_0, middle] if self.party == 0 else [middle, zero_2]
+        return Shared(np.stack(pair).reshape((2,) + x.shape), 1)
 
     # -- binary ----------------------------------------------------------------------------
     def xor_public(self, x: Shared, c: Public) -> Shared:

@@ -72,6 +72,7 @@ from mpcnet.schemes.replicated import (
 )
 
 U64 = np.uint64
+_LOW63 = U64((1 << 63) - 1)
 N_PARTIES = 4
 FAULT_KINDS = KINDS["active4"]
 
@@ -123,6 +124,10 @@ _JMPS: tuple[_Jmp, ...] = tuple(
 _ADDENDS: tuple[_Jmp, ...] = (_Jmp(2, 3, 0, 1, 0, 4), _Jmp(3, 2, 1, 0, 1, 4),
                               _Jmp(0, 1, 2, 3, 2, 4), _Jmp(1, 0, 3, 2, 3, 4))
 _PAIRS = (frozenset((0, 1)), frozenset((2, 3)))
+# ``truncate``, round 1: party 0 gets -(x_0 + a) from party 1 (vouched for by party 2), party 1
+# gets -(x_1 + b) from party 0 (vouched for by 3), a and b being the words of K_0 and K_1 that
+# the joint sharing draws to mask them.
+_TRUNC_OPEN: tuple[_Jmp, ...] = (_Jmp(1, 2, 0, 3), _Jmp(0, 3, 1, 2))
 
 
 @dataclass(frozen=True)
@@ -244,7 +249,7 @@ class Rep4(Scheme):
         self._inputs = {q: self._pair_hash(me, q) for q in engine.peers}
         self._pending_input = False
         # Static roles of this party in a multiplication round and in ``addends``.
-        self._roles = {jmps: _Roles.of(me, jmps) for jmps in (_JMPS, _ADDENDS)}
+        self._roles = {jmps: _Roles.of(me, jmps) for jmps in (_JMPS, _ADDENDS, _TRUNC_OPEN)}
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Rep4:
@@ -498,17 +503,80 @@ class Rep4(Scheme):
         """combine(x_0, x_1) and combine(x_2, x_3) of the components in ``data`` (3, ...),
         as new sharings (binary or arithmetic), jointly shared in one round (``_ADDENDS``)."""
         flat = data.reshape(3, -1)
-        n = flat.shape[1]
+        known = {}
+        for pair in _PAIRS:
+            if self.party not in pair:  # both components are held here
+                g, h = sorted(pair)
+                known[pair] = combine(flat[self._slot(g)], flat[self._slot(h)])
+        z = await self._share_known(known, flat.shape[1], binary)
+        return [Shared(half.reshape(data.shape), 1, binary) for half in z]
+
+    async def _share_known(self, known: dict[frozenset[int], np.ndarray], n: int,
+                           binary: bool = False) -> list[np.ndarray]:
+        """Sharings (3, n) of values that parties 2 and 3 know (``known[{0, 1}]``, (n,)) and
+        of values that parties 0 and 1 know (``known[{2, 3}]``), jointly shared in one round
+        of ``_ADDENDS`` [F4: Pi_inp with two input parties]; a party passes the values it
+        knows."""
         cross = {}
         for half, pair in enumerate(_PAIRS):
-            if self.party not in pair:  # both components are held here
+            if pair in known:
                 values = np.zeros(2 * n, dtype=U64)
-                g, h = sorted(pair)
-                combine(flat[self._slot(g)], flat[self._slot(h)], out=values[half * n:][:n])
+                values[half * n:(half + 1) * n] = known[pair]
                 cross[pair] = values
         z = await self._reshare(np.zeros((3, 2 * n), dtype=U64), cross, binary, _ADDENDS)
-        return [Shared(z[:, half * n:(half + 1) * n].reshape(data.shape), 1, binary)
-                for half in range(2)]
+        return [z[:, :n], z[:, n:]]
+
+    # -- truncation ------------------------------------------------------------------------
+    async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
+        """Probabilistic truncation with a mask r that parties 2 and 3 know and parties 0 and
+        1 see added to x (``Scheme.truncate``): 3 rounds, about 3.5 words per value and party,
+        every message a joint message, where 64 shared random bits cost 1 KB.
+
+        The mask is ``mpcnet.ops.truncate``'s (Catrina and Saxena, FC 2010, in Z_2^64): r
+        uniform, c = x + 2^62 + r, floor(x / 2^t) + e = (c mod 2^63) >> t - 2^(62 - t) +
+        2^(63 - t) (c_63 XOR r_63) - (r mod 2^63) >> t. Here r = a + b for words a of K_0
+        and b of K_1, so parties 2 and 3 know r, party 0 only b and party 1 only a.
+        Round 1 (``_TRUNC_OPEN``): the joint sharing of -x_0 towards party 0 hands it
+        -(x_0 + a), that of -x_1 towards party 1 hands it -(x_1 + b): both now hold c, while
+        2 and 3, who know r, receive nothing of it. Round 2 (one ``_share_known``): 2 and 3
+        share N = -(r mod 2^63) >> t and r_63; 0 and 1 share P = (c mod 2^63) >> t -
+        2^(62 - t) + 2^(63 - t) c_63 and c_63. Round 3: the product c_63 r_63, so that
+        c_63 XOR r_63 = c_63 + r_63 - 2 c_63 r_63 [F4: Pi_mult]. Every value a party receives
+        is masked by a key word it lacks; every one is sent by one knower and vouched for by
+        another (joint message passing), so a cheater's change is caught in the round it is
+        sent, whatever the data."""
+        n = x.size
+        t = np.asarray(shifts, dtype=np.int64).reshape(n).astype(U64)
+        data = np.ascontiguousarray(np.broadcast_to(x.data, x.data.shape).reshape(3, n))
+        me = self.party
+        cross = {}
+        if me in (1, 2):
+            cross[frozenset((0, 3))] = U64(0) - data[self._slot(0)]
+        if me in (0, 3):
+            cross[frozenset((1, 2))] = U64(0) - data[self._slot(1)]
+        z = await self._reshare(np.zeros((3, n), dtype=U64), cross, False, _TRUNC_OPEN)
+        known: dict[frozenset[int], np.ndarray] = {}
+        if me in (2, 3):
+            r = z[self._slot(0)] + z[self._slot(1)]  # a + b
+            known[_PAIRS[0]] = np.concatenate([U64(0) - ((r & _LOW63) >> t), r >> U64(63)])
+        else:
+            # party 0: the received -(x_0 + a) landed in component 3, b in component 1;
+            # party 1: -(x_1 + b) in component 2, a in component 0
+            got, mask = (3, 1) if me == 0 else (2, 0)
+            c = (data.sum(axis=0, dtype=U64) + z[self._slot(mask)] - z[self._slot(got)]
+                 + U64(1 << 62))
+            low, top = c & _LOW63, c >> U64(63)
+            part = (low >> t) - (U64(1) << (U64(62) - t)) + (top << (U64(63) - t))
+            known[_PAIRS[1]] = np.concatenate([part, top])
+        dealt, opened = await self._share_known(known, 2 * n)
+        negated, wrap = Shared(dealt[:, :n], 1), Shared(dealt[:, n:], 1)
+        public, top_bit = Shared(opened[:, :n], 1), Shared(opened[:, n:], 1)
+        both = await self.mul(top_bit, wrap)
+        weight = U64(1) << (U64(63) - t)
+        out = self.add(self.add(public, negated),
+                       self.sub(self.mul_public(wrap, weight),
+                                self.mul_public(both, weight * U64(2))))
+        return out.reshape(x.shape)
 
     async def bit_components(self, b: Shared) -> list[Shared]:
         return self._components(np.asarray(b.data, dtype=U64) & U64(1), False)

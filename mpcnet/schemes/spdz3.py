@@ -531,6 +531,11 @@ class Spdz3(Rep3):
         await self.verify()
         return await self._open_words(x.data[0, :, VALUE], binary=False)
 
+    async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
+        """None: rep3's truncation trusts the party that deals its mask, so active3 masks with
+        authenticated random bits (``mpcnet.ops.truncate``)."""
+        return None
+
     async def open_masked(self, x: Shared, binary: bool = False) -> np.ndarray:
         """x, uniformly masked (``Scheme.open_masked``), with no MAC or AND test first: the
         MAC records and ANDs stay queued for the job's next ``checkpoint`` or ``verify``,
