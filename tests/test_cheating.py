@@ -165,6 +165,22 @@ def test_cheating_in_truncation_is_detected(scheme: str, cheater: int) -> None:
     assert cases >= (6 if scheme == "active3" else 2)
 
 
+@pytest.mark.parametrize("cheater", range(3))
+def test_cheating_in_truncation_by_conversion_is_detected(monkeypatch: pytest.MonkeyPatch,
+                                                          cheater: int) -> None:
+    """active3's truncation of a large batch (``CONVERSION_BATCH``, lowered here): binary
+    adders and ``b2a_masked``, whose ANDs, products and openings the same checks cover."""
+    from mpcnet.ops import truncate
+
+    monkeypatch.setattr(truncate, "CONVERSION_BATCH", 1)
+    floor = _dataset()[0] >> 3
+    cases, checks = _every_kind_and_position("active3", cheater, _truncation,
+                                             lambda out: bool(np.isin(out - floor, (0, 1)).all()))
+    print(f"active3 truncation by conversion, cheater {cheater}: {cases}/{cases} cases "
+          f"detected, checks: {sorted(checks)}")
+    assert cases >= 6
+
+
 @pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
 @pytest.mark.parametrize("value_only", [False, True])
 def test_wrong_input_share_is_detected(scheme: str, cheater: int, value_only: bool) -> None:

@@ -151,3 +151,27 @@ def test_the_parties_that_know_the_mask_never_see_it_added(scheme: str, dealers:
         assert received[0] == 0 and (scheme != "passive3" or received.sum() == 0)
     words = max(int(r[2]) for r in results) / 8 / x.size
     assert words == pytest.approx(2 if scheme == "passive3" else 3.5, abs=0.05)
+
+
+@pytest.mark.parametrize("f", [0, 1, F, 40, 62])
+def test_active3_truncates_a_large_batch_by_conversion(monkeypatch: pytest.MonkeyPatch,
+                                                       f: int) -> None:
+    """A scheme without a truncation of its own (active3) converts a large batch to binary and
+    back (``CONVERSION_BATCH``, lowered here): rounded down or up, without bias."""
+    from mpcnet.ops import truncate
+
+    monkeypatch.setattr(truncate, "CONVERSION_BATCH", 1)
+    x = np.concatenate([_bounded(300, 62, f), [-(2**62)],
+                        np.full(3000, 5 * 2**F + 2**F // 4, dtype=np.int64)])
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        before = s.engine.rounds
+        out = await trunc(s, x, f)
+        return await s.open(out), s.engine.rounds - before
+
+    result, rounds = opened(run_protocol("active3", {"x": x}, body))
+    _assert_rounded(result, x, f)
+    if f == F:
+        quarter = _signed(result[-3000:])
+        assert 0.21 < (quarter == 6).mean() < 0.29
+    assert rounds > 10  # binary and back, not the 64 bits' masked opening

@@ -35,12 +35,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpcnet.ops.convert import a2b, bits_of, local_map, random_bits
+from mpcnet.ops.convert import (
+    a2b,
+    add_binary,
+    b2a_masked,
+    bits_of,
+    local_map,
+    random_bits,
+    reduce_components,
+)
 from mpcnet.schemes.base import Scheme, Shared
 
 U64 = np.uint64
 FULL_RANGE_BITS = 62
 """The perfect-mask ``trunc`` (k=None) needs |x| < 2^62."""
+CONVERSION_BATCH = 4096
+"""From this many values on, a scheme without a truncation of its own (active3) truncates by
+conversion (about 2.3 KB and 21 rounds a value under active3) rather than with 64 shared random
+bits (6.1 KB and 4 rounds): bench/README, "Training on the result"."""
 
 
 def _weights(exponents: np.ndarray) -> np.ndarray:
@@ -78,9 +90,12 @@ async def trunc(s: Scheme, x: Shared, f: int | np.ndarray, k: int | None = None,
     """
     if k is None:
         if mask is None:
-            own = await s.truncate(x, _shifts(x, f))
+            t = _shifts(x, f)
+            own = await s.truncate(x, t)
             if own is not None:
                 return own
+            if x.size >= CONVERSION_BATCH:
+                return await _trunc_converted(s, x, t)
         return await _trunc_perfect(s, x, f, mask)
     if mask is not None or np.ndim(f) != 0:
         raise ValueError("trunc with a bound k takes one shift f and makes its own mask")
@@ -118,6 +133,23 @@ async def _trunc_perfect(s: Scheme, x: Shared, f: int | np.ndarray,
     out = s.sub(s.mul_public(carry, _weights(63 - t)), r_hi)
     out = s.add_public(out, (low >> tu) - _weights(62 - t))
     return out.reshape(shape)
+
+
+async def _trunc_converted(s: Scheme, x: Shared, t: np.ndarray) -> Shared:
+    """floor((x + u) / 2^t) for u uniform on [0, 2^t) (the stochastic rounding of the perfect
+    mask): x and u, a random binary word nobody knows cut to t bits, are added in binary (the
+    carry-save adders and the adder of ``a2b``), shifted there (an arithmetic shift is local)
+    and converted back by ``b2a_masked``. x + u < 2^63 since |x| < 2^62."""
+    shape, count = x.shape, x.size
+    tu = t.astype(U64)
+    low = local_map(s.random_binary((count,)), lambda d: d & ((U64(1) << tu) - U64(1)))
+    u, v = await reduce_components(s, await s.addends(x.reshape(count)) + [low])
+    word = await add_binary(s, u, v)
+    # arithmetic shift: d >> t and the sign's copies in the top t bits (disjoint bits, so
+    # XOR-linear in the components)
+    shifted = local_map(word, lambda d: (d >> tu)
+                        ^ (((U64(0) - (d >> U64(63))) << (U64(63) - tu)) << U64(1)))
+    return (await b2a_masked(s, shifted)).reshape(shape)
 
 
 async def _trunc_statistical(s: Scheme, x: Shared, f: int, k: int) -> Shared:
