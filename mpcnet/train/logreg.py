@@ -21,10 +21,10 @@ round(lr 2^34 / m) (relative precision 2^-10 at m = 2^24) and l2 is rounded to 2
 Memory (``training_layout``): the job holds D', its normalised and standardised copies and the
 labels; the steps that touch every value run a tile of rows at a time (the standardisation)
 or a block of rows at a time (each epoch's scores, sigmoid and gradient, summed over the
-blocks), sized by the budget. The active schemes check every product of ``CHECK_EVERY``
-epochs at their end (``Scheme.checkpoint``; every epoch when ten epochs' records would not
-fit), so their records never hold more than that; the job's final ``verify`` runs before any
-share of the model leaves a server.
+blocks), sized by the budget. The active schemes check every product of up to
+``CHECK_EVERY`` epochs at their end (``Scheme.checkpoint``; as many epochs as their records fit
+the budget, at least one), so their records never hold more than that; the job's final
+``verify`` runs before any share of the model leaves a server.
 """
 
 from __future__ import annotations
@@ -51,9 +51,11 @@ STEP_BITS = 34  # round(lr 2^STEP_BITS / m)
 L2_BITS = KEPT_BITS - WEIGHT_BITS
 CHECK_EVERY = 10
 MAX_EPOCHS = 10_000
-STANDARDISE_BYTES_PER_CELL = {"passive3": 10_000, "active3": 50_000, "active4": 36_000}
-"""Peak bytes per value of D' in a tile being standardised (an A2B, two truncations with their
-64 random bits), 1.5 times what tracemalloc measured in process for the transport's copies."""
+STANDARDISE_BYTES_PER_CELL = {"passive3": 400, "active3": 29_000, "active4": 700}
+"""Peak bytes per value of D' in a tile being standardised (an A2B, two truncations: dealt
+masks under passive3 and active4, by conversion with its AND records under active3), 1.5
+times what tracemalloc measured in process (2,000 and 6,000 rows of 16 columns: 280, 19,300
+and 500 bytes per value and party)."""
 EPOCH_BYTES_PER_SCORE = {"passive3": 3_000, "active3": 27_000, "active4": 6_000}
 """Peak bytes per row and weight vector of an epoch's block (eight sign tests and products,
 with their check records), measured likewise."""
@@ -124,7 +126,7 @@ def training_layout(setting: str, m: int, k: int, n_weights: int,
                          f"{least} rows, more than the memory budget of "
                          f"{memory_budget / 2**20:,.0f} MiB; raise [deployment] memory_budget "
                          "or train on a smaller selection")
-    every = CHECK_EVERY if block >= CHECK_EVERY * m else 1
+    every = max(1, min(CHECK_EVERY, block // m))  # as many epochs' records as fit
     return TrainingLayout(min(m, tile), min(m, block), every)
 
 
