@@ -295,9 +295,14 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
             if train_epochs and i == 0:
                 for pid in pids.values():
                     _reset_peak(pid)
+                cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+                load = os.getloadavg()[0]
                 rec["training"] = run(_train(cluster.dep, dataset, shape.k, train_epochs, n))
                 rec["training"]["peak_bytes"] = {name: _peak_bytes(pid)
                                                  for name, pid in pids.items()}
+                rec["training"]["cpu_s"] = {name: _cpu_seconds(pid) - cpu0[name]
+                                            for name, pid in pids.items()}
+                rec["training"]["loadavg_1min"] = load
                 log(f"  {shape.name} {security}: trained {train_epochs} epochs in "
                     f"{rec['training']['e2e_s']:.2f} s end to end")
             rec["peak_is_job_only"] = peaks_reset

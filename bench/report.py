@@ -91,7 +91,8 @@ def _training_summary(t: dict[str, Any]) -> dict[str, Any]:
 
     return {"epochs": t["epochs"], "e2e_s": t["e2e_s"],
             "job_s": max(f["seconds"] for f in figs), "standardise": phase("standardise"),
-            "training": phase("training"), "peak": max(t["peak_bytes"].values())}
+            "training": phase("training"), "peak": max(t["peak_bytes"].values()),
+            "cpu_s": sum(t.get("cpu_s", {}).values()), "loadavg": t.get("loadavg_1min")}
 
 
 def training_table(sums: list[dict[str, Any]]) -> list[str]:
@@ -100,15 +101,18 @@ def training_table(sums: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return ["Not run (`--train-epochs N` trains a model on every case's result)."]
     out = ["| shape | m × k | setting | epochs | train end to end s | standardise s | "
-           "standardise MB sent | per epoch s | per epoch MB sent | rounds per epoch | "
-           "peak MB per server |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "standardise rounds | standardise MB sent | per epoch s | per epoch MB sent | "
+           "rounds per epoch | servers' CPU s (sum) | peak MB per server | load at start |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in rows:
         t, n = s["training"], s["training"]["epochs"]
         st, tr = t["standardise"], t["training"]
+        load = "–" if t.get("loadavg") is None else f"{t['loadavg']:.1f}"
         out.append(f"| {s['shape']} | {s['m']} × {s['k']} | {s['security']} | {n} | "
-                   f"{t['e2e_s']:.2f} | {st['seconds']:.2f} | {st['sent'] / 1e6:.1f} | "
-                   f"{tr['seconds'] / n:.3f} | {tr['sent'] / n / 1e6:.2f} | "
-                   f"{tr['rounds'] / n:.0f} | {t['peak'] / 1e6:.0f} |")
+                   f"{t['e2e_s']:.2f} | {st['seconds']:.2f} | {st['rounds']} | "
+                   f"{st['sent'] / 1e6:.1f} | {tr['seconds'] / n:.3f} | "
+                   f"{tr['sent'] / n / 1e6:.2f} | {tr['rounds'] / n:.0f} | "
+                   f"{t.get('cpu_s', 0):.1f} | {t['peak'] / 1e6:.0f} | {load} |")
     return out
 
 
