@@ -11,12 +11,19 @@ is below one unit in the last place. One opening round once the mask exists.
 
 Two masks, chosen by ``k``:
 
-- ``k=None`` (default), perfect: r uniform in Z_2^64 from 64 shared random bits. Works for
-  |x| < 2^62 (x + 2^62 is read as a 63-bit value; its carry into bit 63 is c_63 XOR r_63).
-  c = x + r is uniform whatever x is. Cost per value: 64 random bits (2 rounds, 1 KB per rep3
-  party) + 1 opened word. ``random_bits(s, (64, *shape))`` can be made ahead and passed as
-  ``mask``, so that several truncations share the 2 rounds. The mask holds 64 arithmetic
-  shares per value: for batches of millions, prefer ``k`` or split the batch.
+- ``k=None`` (default), perfect: r uniform in Z_2^64. Works for |x| < 2^62 (x + 2^62 is read
+  as a 63-bit value; its carry into bit 63 is c_63 XOR r_63). c = x + r is uniform whatever x
+  is. How r is made, cheapest first:
+  1. by the scheme (``Scheme.truncate``), where some parties may know r and others see c:
+     passive3 deals it from one party (2 rounds, 2 words per value and party), active4 from
+     two, every message a joint message (3 rounds, 3.5 words);
+  2. elsewhere (active3), for a batch of ``CONVERSION_BATCH`` values or more: no mask, but
+     the same rounding in binary (``_trunc_converted``: x plus t random low bits through the
+     adders of ``a2b``, shifted, back by ``b2a_masked``; 24 rounds, 2.3 KB per value);
+  3. else from 64 shared random bits (2 rounds, 1 KB per rep3 party, 6 KB under active3)
+     + 1 opened word. ``random_bits(s, (64, *shape))`` can be made ahead and passed as
+     ``mask`` (this way is then taken whatever the scheme), so that several truncations share
+     the 2 rounds.
 - ``k`` given, statistical: |x| < 2^k. Only the f low bits of r are shared random bits; the
   high part is the sum, over the c XOR components of a random word, of each component's bits
   f..n-1, each taken with ``bit_components`` (local under passive3 and active4, one round to

@@ -15,10 +15,11 @@ local search over breakpoints in steps of 1/32 and integer slope steps.
 Why this one. With clamp(z, -h, h) = z - [z > h](z - h) - [z < -h](z + h), evaluating s costs
 eight sign tests, run as one batch, and eight products of a 0/1 bit with a value, in one round;
 the slopes are integers over 2^8, so s(z) is exact in fixed point with 8 more fractional bits
-than z, and no value is truncated. A truncation costs 64 shared random bits per value here
-(``mpcnet.ops.truncate``), ten times a sign test, so an odd polynomial (0.0036 at degree 9
-on [-6, 6], with five truncated products per value and a clip) costs more per epoch for an
-error that does not change the trained model's accuracy (bench.accuracy). Mohassel and Zhang
+than z, and no value is truncated. An odd polynomial (0.0036 at degree 9 on [-6, 6], with five
+truncated products per value and a clip) needs its products one after another: four levels of
+a product and a truncation (``mpcnet.ops.truncate``: 3 to 4 rounds each) after the clip's sign
+tests, where these eight tests run in one batch, for an error that does not change the trained
+model's accuracy (bench.accuracy). Mohassel and Zhang
 (SecureML, S&P 2017) use three pieces (error 0.38, at z = 1/2); more pieces buy accuracy at the
 price of sign tests only.
 """

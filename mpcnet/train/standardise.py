@@ -37,8 +37,9 @@ and mean = (mean / scale) scale; nothing else about the column (not L alone).
 Precision: y keeps 17 significant bits of the column's largest value, so a column whose
 standard deviation is below 2^-12 of its largest magnitude is standardised to within a few
 percent only (one outlier among near-constant values); the rest is within 2^-10 relative.
-Cost: one ``a2b`` and two truncations per value of D' (64 shared random bits each), the rest
-per column; about 80 rounds.
+Cost: one ``a2b`` and two truncations per value of D' (``mpcnet.ops.truncate``: a dealt mask
+under passive3 and active4, by conversion under active3), the rest per column; about 100 rounds
+(170 under active3) for a tile.
 """
 
 from __future__ import annotations
