@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import opened, run_protocol
 
-from mpcnet.ops.convert import a2b, b2a, b2a_masked, bits_of, random_bits
+from mpcnet.ops.convert import a2b, b2a, b2a_masked, bits_of, bits_times, random_bits
 
 EDGE = np.array([0, 1, -1, 2, -2, 2**62, -(2**62), 2**63 - 1, -(2**63), 2**63 - 2,
                  -(2**63) + 1, 2**32 - 1, 2**32, -(2**32)], dtype=np.int64)
@@ -103,3 +103,35 @@ def test_rounds_do_not_grow_with_the_batch(scheme: str) -> None:
     extra, check = {"active3": (1, 4), "active4": (0, 1)}.get(scheme, (0, 0))
     assert a2b_rounds <= 9 and b2a_rounds == 2 + extra and bit_rounds == 2 + extra
     assert masked_rounds <= 11 + extra + check
+
+
+@pytest.mark.parametrize("shape", [(40,), (3, 13, 5)])
+def test_bits_times_applies_each_bit_to_its_values(scheme: str, shape: tuple[int, ...]) -> None:
+    """b v for the sign bits of x (binary, broadcast over a leading axis of v), whatever the
+    scheme's protocol (passive3 deals a random bit, ``Rep3.bit_mul``)."""
+    x = _values(int(np.prod(shape[-2:])) - len(EDGE) if len(shape) > 1 else 26, 8)
+    x = x[:int(np.prod(shape[1:] if len(shape) > 1 else shape))].reshape(shape[1:] or shape)
+    v = np.random.default_rng(9).integers(-(2**62), 2**62, shape, dtype=np.int64)
+
+    async def body(s, x, v):  # type: ignore[no-untyped-def]
+        from mpcnet.ops.compare import msb
+
+        bits = await msb(s, x)
+        before, heard = s.engine.rounds, _received(s)
+        out = await bits_times(s, bits, v)
+        rounds, heard = s.engine.rounds - before, _received(s) - heard
+        return await s.open(out), rounds, heard
+
+    results = run_protocol(scheme, {"x": x, "v": v}, body)
+    result, rounds, _ = results[0]
+    expected = np.where(x < 0, v, 0).view(np.uint64)
+    np.testing.assert_array_equal(opened([r[0] for r in results]), np.broadcast_to(expected,
+                                                                                   shape))
+    np.testing.assert_array_equal(result, np.broadcast_to(expected, shape))
+    if scheme == "passive3":
+        assert rounds == 2  # where bit_to_arith and a product take three
+        assert results[2][2] == 0  # the party that knows the random bit hears nothing
+
+
+def _received(s) -> int:  # type: ignore[no-untyped-def]
+    return sum(sum(m.bytes_recv.values()) for m in s.engine.phases.values())

@@ -167,7 +167,8 @@ def test_active3_truncates_a_large_batch_by_conversion(monkeypatch: pytest.Monke
     async def body(s, x):  # type: ignore[no-untyped-def]
         before = s.engine.rounds
         out = await trunc(s, x, f)
-        return await s.open(out), s.engine.rounds - before
+        rounds = s.engine.rounds - before
+        return await s.open(out), rounds
 
     result, rounds = opened(run_protocol("active3", {"x": x}, body))
     _assert_rounded(result, x, f)

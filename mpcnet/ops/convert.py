@@ -55,6 +55,18 @@ async def bit_to_arith(s: Scheme, bits: Shared) -> Shared:
     return comps[0]
 
 
+async def bits_times(s: Scheme, bits: Shared, values: Shared) -> Shared:
+    """b v for the bit b in position 0 of every word of the binary sharing ``bits``, broadcast
+    to the shape of the arithmetic ``values`` (a comparison's outcome applied to values): the
+    scheme's own protocol (``Scheme.bit_mul``), else ``bit_to_arith`` and one product."""
+    own = await s.bit_mul(bits, values)
+    if own is not None:
+        return own
+    arith = await bit_to_arith(s, bits)
+    pad = (1,) * (len(values.shape) - len(bits.shape))
+    return await s.mul(arith.reshape(pad + bits.shape).broadcast_to(values.shape), values)
+
+
 # -- carry-save reduction -------------------------------------------------------------------
 async def _carry_save(s: Scheme, a: Shared, b: Shared, c: Shared) -> tuple[Shared, Shared]:
     """a + b + c == sum + carry (mod 2^64), with one AND round: maj = ((a^b) & (a^c)) ^ a."""

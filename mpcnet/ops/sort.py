@@ -11,7 +11,8 @@ way and 860,160 for a bitonic sort of 16,384 padded rows, in the same log2 N (lo
 stages.
 
 Each stage is one batch over every column: the swap bit [key_hi < key_lo] (one sign test),
-then one product moves the key and its payload rows (the class labels). The schedule depends
+then the bit times the differences moves the key and its payload rows (the class labels,
+``bits_times``). The schedule depends
 on m only, so nothing about the data is revealed; the order of equal keys is unspecified.
 """
 
@@ -21,7 +22,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from mpcnet.ops.compare import ltz
+from mpcnet.ops.compare import msb
+from mpcnet.ops.convert import bits_times
 from mpcnet.schemes.base import Scheme, Shared, same_layout
 
 Stage = tuple[np.ndarray, np.ndarray]  # (lower, upper) rows: the smaller key goes to lower
@@ -66,9 +68,8 @@ async def sort_columns(s: Scheme, elements: Shared, batch: int | None = None) ->
     since = 0
     for lower, upper in stages(m):
         low, high = elements[:, lower], elements[:, upper]
-        swap = await ltz(s, s.sub(high[0], low[0]))  # [key_upper < key_lower]
-        moved = await s.mul(swap.reshape(1, lower.size, p).broadcast_to((r, lower.size, p)),
-                            s.sub(high, low))
+        swap = await msb(s, s.sub(high[0], low[0]))  # [key_upper < key_lower], binary
+        moved = await bits_times(s, swap, s.sub(high, low))
         elements = exchanged(s, elements, lower, upper, moved)
         since += lower.size * p
         if batch is not None and since >= batch:

@@ -233,6 +233,13 @@ class Scheme(ABC):
         then masks with shared random bits, which every scheme can make)."""
         return None
 
+    async def bit_mul(self, bits: Shared, values: Shared) -> Shared | None:
+        """b v for the bit b in position 0 of every word of the binary sharing ``bits``
+        (broadcast to the shape of the arithmetic ``values``) by a protocol of the scheme's
+        own; None where it has none (``mpcnet.ops.convert.bits_times`` then converts the bits
+        and multiplies)."""
+        return None
+
     @abstractmethod
     async def random(self, shape: tuple[int, ...]) -> Shared:
         """A sharing of a uniformly random ring element nobody knows."""

@@ -41,12 +41,24 @@ def reconstruct(shares: dict[int, np.ndarray], binary: bool = False) -> np.ndarr
     return combine(shares, lambda party: (party, (party + 1) % 3), 3, binary)
 
 
+def _packed_bits(bits: np.ndarray) -> np.ndarray:
+    """0/1 words as a byte array, eight bits a byte."""
+    return np.packbits(bits.astype(np.uint8))
+
+
+def _unpacked_bits(packed: np.ndarray, count: int) -> np.ndarray:
+    return np.unpackbits(np.asarray(packed, dtype=np.uint8), count=count).astype(U64)
+
+
 class Rep3(Scheme):
     """Replicated 3-party sharing, semi-honest security."""
 
     name = "passive3"
     n_parties = 3
     lead = 1  # data[0] = x_i, data[1] = x_{i+1}
+    deals = True
+    """Party 2 may make correlated randomness for parties 0 and 1 (``truncate``, ``bit_mul``):
+    with one passive party, the one that knows a mask never sees what it masks."""
 
     def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF,
                  fault: FaultInjector | None = None) -> None:
@@ -161,6 +173,8 @@ class Rep3(Scheme):
         components 0 and 2 are fresh words of the keys with party 2, and parties 0 and 1
         exchange their halves less those words, which make up component 1. Every word a party
         receives is masked by a key word it lacks, so it learns nothing (one party passive)."""
+        if not self.deals:
+            return None
         n = x.size
         t = np.asarray(shifts, dtype=np.int64).reshape(n).astype(U64)
         words = np.ascontiguousarray(np.broadcast_to(x.data, x.data.shape).reshape(2, n))
@@ -194,6 +208,64 @@ class Rep3(Scheme):
         middle = part + np.asarray((await self.engine.exchange({peer: part}, [peer]))[peer])
         pair = [zero_0, middle] if self.party == 0 else [middle, zero_2]
         return Shared(np.stack(pair).reshape((2,) + x.shape), 1)
+
+    async def bit_mul(self, bits: Shared, values: Shared) -> Shared | None:
+        """b v with a random bit rho that party 2 deals (``Scheme.bit_mul``): 2 rounds; parties
+        0 and 1 send a bit and a word per value, party 2 a word per bit and per value, where
+        ``bit_to_arith`` and a product take 3 rounds and 3 words per value and party.
+
+        rho = rho_a XOR rho_b, with rho_a from the key of parties 0 and 2 and rho_b from that
+        of 1 and 2: party 2 knows rho, parties 0 and 1 one half each. Round 1: parties 0 and 1
+        open e = b XOR rho to each other (b_0 ^ b_1 ^ rho_a and b_2 ^ rho_b, packed); party 2
+        sends party 1 its half rho - rho'_a of rho as a ring element (rho'_a from the key with
+        party 0) and rho (v_2 + v_0) - delta (delta likewise). Then b v = e v + (1 - 2e) rho v
+        with rho v = rho (v_0 + v_2) + rho'_a v_1 + (rho - rho'_a) v_1, so parties 0 and 1 hold
+        an additive half each, made replicated in round 2 as in ``truncate``. Every word a
+        party receives is masked by a key word it lacks (one party passive)."""
+        if not self.deals:
+            return None
+        vshape, bshape = values.shape, bits.shape
+        nb, nv = bits.size, values.size
+        b = np.ascontiguousarray(np.broadcast_to(bits.data, bits.data.shape))
+        v = np.ascontiguousarray(np.broadcast_to(values.data, values.data.shape))
+
+        def wide(x: np.ndarray) -> np.ndarray:  # a per-bit array broadcast to the values
+            return np.broadcast_to(x.reshape(bshape), vshape)
+
+        if self.party == 2:
+            rho_a = self._next.words(nb) & U64(1)                 # key with party 0
+            rho_a_ring, delta, zero_0 = (self._next.words(nb), self._next.words(nv),
+                                         self._next.words(nv))
+            rho_b, zero_2 = self._prev.words(nb) & U64(1), self._prev.words(nv)  # with 1
+            rho = rho_a ^ rho_b
+            deal = np.concatenate([rho - rho_a_ring,
+                                   (wide(rho) * (v[0] + v[1]) - delta.reshape(vshape)).ravel()])
+            await self.engine.exchange({1: deal}, [])
+            await self.engine.exchange({}, [])
+            return Shared(np.stack([zero_2.reshape(vshape), zero_0.reshape(vshape)]), 1)
+        if self.party == 0:
+            rho_a = self._prev.words(nb) & U64(1)
+            rho_a_ring, delta, zero = (self._prev.words(nb), self._prev.words(nv),
+                                       self._prev.words(nv))
+            mine = (b[0] ^ b[1]).reshape(nb) & U64(1) ^ rho_a
+            got = (await self.engine.exchange({1: _packed_bits(mine)}, [1]))[1]
+            e = wide(mine ^ _unpacked_bits(got, nb))
+            own, common = v[0] + v[1], v[1]
+            rho_half, offset = wide(rho_a_ring), delta.reshape(vshape)
+        else:
+            rho_b, zero = self._next.words(nb) & U64(1), self._next.words(nv)
+            mine = b[1].reshape(nb) & U64(1) ^ rho_b
+            both = await self.engine.exchange({0: _packed_bits(mine)}, [0, 2])
+            e = wide(mine ^ _unpacked_bits(both[0], nb))
+            deal = np.asarray(both[2])
+            own, common = v[1], v[0]
+            rho_half, offset = wide(deal[:nb]), deal[nb:].reshape(vshape)
+        part = e * own + (U64(1) - U64(2) * e) * (rho_half * common + offset) - zero.reshape(vshape)
+        peer = 1 - self.party
+        middle = part + np.asarray((await self.engine.exchange({peer: part}, [peer]))[peer]
+                                   ).reshape(vshape)
+        pair = [zero.reshape(vshape), middle] if self.party == 0 else [middle, zero.reshape(vshape)]
+        return Shared(np.stack(pair), 1)
 
     # -- binary ----------------------------------------------------------------------------
     def xor_public(self, x: Shared, c: Public) -> Shared:

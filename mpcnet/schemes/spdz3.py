@@ -240,6 +240,7 @@ class Spdz3(Rep3):
     name = "active3"
     n_parties = 3
     lead = 3
+    deals = False  # a party that dealt a mask could deal a wrong one (Rep3.truncate, bit_mul)
 
     def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF,
                  fault: FaultInjector | None = None) -> None:
@@ -530,11 +531,6 @@ class Spdz3(Rep3):
         """x mod 2^64 (as uint64), after every pending check."""
         await self.verify()
         return await self._open_words(x.data[0, :, VALUE], binary=False)
-
-    async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
-        """None: rep3's truncation trusts the party that deals its mask, so active3 masks with
-        authenticated random bits (``mpcnet.ops.truncate``)."""
-        return None
 
     async def open_masked(self, x: Shared, binary: bool = False) -> np.ndarray:
         """x, uniformly masked (``Scheme.open_masked``), with no MAC or AND test first: the

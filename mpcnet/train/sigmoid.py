@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpcnet.ops.compare import ltz
+from mpcnet.ops.compare import msb
+from mpcnet.ops.convert import bits_times
 from mpcnet.plain.logreg import SIGMOID_BREAKPOINTS, SIGMOID_STEP_BITS, SIGMOID_STEPS
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 
@@ -40,7 +41,8 @@ SLOPE_BITS = SIGMOID_STEP_BITS
 async def sigmoid(s: Scheme, z: Shared, f: int) -> Shared:
     """s(z) for shared fixed-point z with f fractional bits, with f + SLOPE_BITS fractional
     bits (exact: no truncation). |z| < 2^(61 - f - SLOPE_BITS) suffices for every sign test and
-    product to stay in the ring. Rounds: one batch of sign tests, one of products."""
+    product to stay in the ring. Rounds: one batch of sign tests, then their bits times the
+    values (``bits_times``)."""
     shape = z.shape
     h = np.array([round(b * 2**f) for b in BREAKPOINTS], dtype=np.uint64)
     if any(abs(round(b * 2**f) - b * 2**f) > 0 for b in BREAKPOINTS):
@@ -49,10 +51,10 @@ async def sigmoid(s: Scheme, z: Shared, f: int) -> Shared:
     hs = np.broadcast_to(h[:, None], zs.shape)
     above = s.sub(s.public(hs), zs)        # [z > h_i]   = [h_i - z < 0]
     below = s.add_public(zs, hs)           # [z < -h_i]  = [z + h_i < 0]
-    bits = await ltz(s, concat([above, below]))
+    bits = await msb(s, concat([above, below]))
     over = s.sub(zs, s.public(hs))         # z - h_i
     under = s.add_public(zs, hs)           # z + h_i
-    clipped = split(await s.mul(bits, concat([over, under])), [zs.shape, zs.shape])
+    clipped = split(await bits_times(s, bits, concat([over, under])), [zs.shape, zs.shape])
     steps = np.array(SLOPE_STEPS, dtype=np.uint64)[:, None]
     cut = s.sum(s.mul_public(s.add(*clipped), np.broadcast_to(steps, zs.shape)), 0)
     linear = s.mul_public(z.reshape(-1), np.uint64(sum(SLOPE_STEPS)))
