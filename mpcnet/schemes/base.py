@@ -241,6 +241,20 @@ class Scheme(ABC):
         return None
 
     @abstractmethod
+    async def shuffle(self, x: Shared) -> Shared:
+        """The rows of x (its first logical axis) in an order that no single party knows: a
+        composition of permutations, each drawn from a key that one party lacks (every party
+        lacks one of them), with every component refreshed so that nothing links an input row
+        to an output row. The active schemes check it as they check products
+        (``mpcnet.ops.join`` aligns record IDs with it)."""
+
+    async def refresh(self, x: Shared) -> Shared:
+        """x with check data of its own (active3: its MACs made again from its value, so no
+        error that survived an earlier check enters later ones; docs/active3.md says why
+        checks in parts leak otherwise). Here: x."""
+        return x
+
+    @abstractmethod
     async def random(self, shape: tuple[int, ...]) -> Shared:
         """A sharing of a uniformly random ring element nobody knows."""
 

@@ -26,7 +26,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     # generation (the terms, their digest and its relay), the MAC check's sums and its
     # alpha w product, the coins, openings inside the checks, the values the zero tests claim
     # (before hashing), user openings and the final digests
-    "active3": ("product", "output-product", "output-hash", "output-relay", "and", "triple",
+    "active3": ("product", "shuffle", "output-product", "output-hash", "output-relay", "and", "triple",
                 "triple-hash", "triple-relay", "mac-sum", "coin", "mac-product", "check-open",
                 "check-open-hash", "and-claim", "mac-claim", "open-value", "open-hash",
                 "and-hash", "mac-hash", "input-hash"),

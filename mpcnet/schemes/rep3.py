@@ -50,6 +50,12 @@ def _unpacked_bits(packed: np.ndarray, count: int) -> np.ndarray:
     return np.unpackbits(np.asarray(packed, dtype=np.uint8), count=count).astype(U64)
 
 
+def _permutation(prf: PRF, rows: int) -> np.ndarray:
+    """A uniformly random permutation of ``rows`` rows drawn from a keyed stream: the order
+    that sorts fresh random words (ties have probability about rows^2 / 2^65)."""
+    return np.argsort(prf.words(rows), kind="stable")
+
+
 class Rep3(Scheme):
     """Replicated 3-party sharing, semi-honest security."""
 
@@ -266,6 +272,72 @@ class Rep3(Scheme):
                                    ).reshape(vshape)
         pair = [zero.reshape(vshape), middle] if self.party == 0 else [middle, zero.reshape(vshape)]
         return Shared(np.stack(pair), 1)
+
+    # -- shuffle ---------------------------------------------------------------------------
+    _row_axis = 0  # the rows' axis in one component array (x.data[slot])
+
+    @staticmethod
+    def _pair_of(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """This party's two component arrays (x_i, x_{i+1}) of a sharing's data."""
+        return data[0], data[1]
+
+    @staticmethod
+    def _paired(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.stack([first, second])
+
+    @staticmethod
+    def _plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a + b
+
+    @staticmethod
+    def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a - b
+
+    def _shuffled(self, x: Shared) -> Shared:
+        """A shuffle's output, as the scheme keeps it (an active subclass queues its check)."""
+        return x
+
+    async def shuffle(self, x: Shared) -> Shared:
+        """Three resharing rounds, one per party e that is left out: parties e+1 and e+2
+        permute their components by a permutation drawn from their common key, and
+        component e+2 (the one party e lacks) is made again from the permuted sum, the
+        other two fresh from the keys that party e shares (the resharing shuffle of Laur,
+        Willemson and Zhang, ISC 2011, in the replicated form of Mohassel, Rindal and
+        Rosulek, CCS 2020, section 4.2). Each party lacks one of the three permutations, so
+        their composition is unknown to every single party; one round each, and each of the
+        two permuting parties sends the other one word per value."""
+        if x.binary:
+            raise TypeError("shuffle takes arithmetic sharings")
+        first, second = self._pair_of(np.ascontiguousarray(x.data))
+        for excluded in range(3):
+            first, second = await self._shuffle_round(first, second, excluded)
+        return self._shuffled(Shared(self._paired(first, second), self.lead))
+
+    async def _shuffle_round(self, first: np.ndarray, second: np.ndarray, excluded: int
+                             ) -> tuple[np.ndarray, np.ndarray]:
+        """One round of ``shuffle``: party e (``excluded``) holds (c_e, c_{e+1}) and takes
+        both fresh from its keys; e+1 holds (c_{e+1}, c_{e+2}), e+2 holds (c_{e+2}, c_e);
+        they permute, take c_{e+1} respectively c_e fresh from the key with e, and send each
+        other their other component less that word: c_{e+2} becomes the permuted sum less the
+        two fresh ones. What a party receives is masked by a key word it lacks."""
+        shape = first.shape
+        if self.party == excluded:
+            await self.engine.exchange({}, [])
+            return self._prev.words(shape), self._next.words(shape)
+        rows = shape[self._row_axis]
+        leading = self.party == (excluded + 1) % 3
+        # the permutation's key is the one the two permuting parties share
+        perm = _permutation(self._next if leading else self._prev, rows)
+        first, second = (np.take(c, perm, axis=self._row_axis) for c in (first, second))
+        fresh = (self._prev if leading else self._next).words(shape)
+        kept, sent = (second, first) if leading else (first, second)
+        message = self._minus(sent, fresh)
+        peer = self.next_party if leading else self.prev_party
+        got = await self.engine.exchange({peer: self._outgoing("shuffle", peer, message)},
+                                         [peer])
+        middle = self._plus(self._plus(kept, message),
+                            self._incoming("shuffle", got[peer], shape))
+        return (fresh, middle) if leading else (middle, fresh)
 
     # -- binary ----------------------------------------------------------------------------
     def xor_public(self, x: Shared, c: Public) -> Shared:

@@ -129,6 +129,16 @@ _PAIRS = (frozenset((0, 1)), frozenset((2, 3)))
 # the joint sharing draws to mask them.
 _TRUNC_OPEN: tuple[_Jmp, ...] = (_Jmp(1, 2, 0, 3), _Jmp(0, 3, 1, 2))
 
+# ``shuffle``, the round that leaves party e out: the other three permute by a permutation of
+# K_e and jointly share component j's permuted words towards each of them, j, from the two
+# others (a sender and a voucher), with e as the party that draws j's new component from K_j.
+def _shuffle_jmps(excluded: int) -> tuple[_Jmp, ...]:
+    a, b, c = (p for p in range(4) if p != excluded)
+    return (_Jmp(b, c, a, excluded), _Jmp(c, a, b, excluded), _Jmp(a, b, c, excluded))
+
+
+_SHUFFLE: tuple[tuple[_Jmp, ...], ...] = tuple(_shuffle_jmps(e) for e in range(4))
+
 
 @dataclass(frozen=True)
 class _Roles:
@@ -249,7 +259,8 @@ class Rep4(Scheme):
         self._inputs = {q: self._pair_hash(me, q) for q in engine.peers}
         self._pending_input = False
         # Static roles of this party in a multiplication round and in ``addends``.
-        self._roles = {jmps: _Roles.of(me, jmps) for jmps in (_JMPS, _ADDENDS, _TRUNC_OPEN)}
+        self._roles = {jmps: _Roles.of(me, jmps)
+                       for jmps in (_JMPS, _ADDENDS, _TRUNC_OPEN, *_SHUFFLE)}
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Rep4:
@@ -452,6 +463,41 @@ class Rep4(Scheme):
 
     def random_binary(self, shape: tuple[int, ...]) -> Shared:
         return Shared(self._random_words(shape), 1, True)
+
+    # -- shuffle ---------------------------------------------------------------------------
+    async def shuffle(self, x: Shared) -> Shared:
+        """Four rounds, one per party e left out. The other three hold every component and
+        permute them by a permutation of K_e (which e lacks); component e, which all three
+        hold, stays as permuted; each other component j is made again: K_j's next words for
+        its holders (e among them, who draws them without learning the permutation), and the
+        permuted words less them, known to the two holders of j other than e and j, jointly
+        shared towards j into component e [F4: Pi_jmp, as in ``_reshare``]. So every party
+        lacks one of the four permutations and nothing links an input row to an output row.
+        A cheater can change only what it sends, and its voucher's digest catches any change
+        in the round it is sent, whatever the data (the resharing shuffle of Laur, Willemson
+        and Zhang, ISC 2011, with joint messages). About one word per value and party a
+        round, plus a digest."""
+        if x.binary:
+            raise TypeError("shuffle takes arithmetic sharings")
+        data = np.ascontiguousarray(x.data)
+        for excluded in range(4):
+            data = await self._shuffle_round(data, excluded)
+        return Shared(data, 1)
+
+    async def _shuffle_round(self, data: np.ndarray, excluded: int) -> np.ndarray:
+        me = self.party
+        size = data[0].size
+        diag = np.zeros((3, size), dtype=U64)
+        cross = {}
+        if me != excluded:
+            perm = np.argsort(self._prf[excluded].words(data.shape[1]), kind="stable")
+            moved = np.take(data, perm, axis=1).reshape(3, size)
+            diag[self._slot(excluded)] = moved[self._slot(excluded)]
+            for j in held(me):
+                if j != excluded:
+                    cross[frozenset((j, excluded))] = moved[self._slot(j)]
+        z = await self._reshare(diag, cross, False, _SHUFFLE[excluded])
+        return z.reshape(data.shape)
 
     # -- binary ----------------------------------------------------------------------------
     def xor_public(self, x: Shared, c: Public) -> Shared:

@@ -151,7 +151,7 @@ INPUTS = "input consistency"  # compared in a round of its own, before inputs ar
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
 _Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
 _Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
-_CHECK_OF = {"product": "MAC", "and": "AND"}  # the check a malformed message of a kind fails
+_CHECK_OF = {"product": "MAC", "and": "AND", "shuffle": "MAC"}  # the check a malformed message of a kind fails
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
 _Part = tuple[str, np.ndarray]  # (message kind, array) in a message of several parts
@@ -412,6 +412,49 @@ class Spdz3(Rep3):
     def public(self, values: np.ndarray) -> Shared:
         return self.add_public(Shared(np.zeros((2, 2, 2) + np.shape(values), dtype=U64), 3),
                                values)
+
+    # -- shuffle: rep3's rounds on (value, MAC) pairs in Z_2^128 ---------------------------
+    _row_axis = 2  # a component array is (limb, v, rows, ...)
+
+    @staticmethod
+    def _pair_of(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return data[:, 0], data[:, 1]
+
+    @staticmethod
+    def _paired(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.stack([first, second], axis=1)
+
+    @staticmethod
+    def _plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return ring128.add(a, b)
+
+    @staticmethod
+    def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return ring128.sub(a, b)
+
+    async def shuffle(self, x: Shared) -> Shared:
+        """``Rep3.shuffle`` on the value and its MAC together (one permutation, masks uniform
+        in Z_2^128). A cheater can only add errors to the words it sends, or permute its own
+        components otherwise than its partner, which is the same: an error of its choice
+        on values and MACs, a function of its own view. Every output is queued for the MAC
+        check like a product's, so d = alpha e_x - e_m is tested with secret coefficients
+        after the shuffle's words are fixed, and passes with probability about 2^-57 unless
+        the error is zero in the low 64 bits; the argument of the module docstring applies
+        unchanged. A value-only sharing has no MAC to carry the check, so it is refused."""
+        return await super().shuffle(_require_mac(x))
+
+    def _shuffled(self, x: Shared) -> Shared:
+        self._macs.append(x.data.reshape(2, 2, 2, -1))
+        return x
+
+    async def refresh(self, x: Shared) -> Shared:
+        """x's value with MACs made again (one product with alpha, queued): a job that opens
+        values checked in parts (``mpcnet.ops.join``) hands on values whose old MACs, and
+        any error on them that passed a part's check with probability 1/2, are dropped, so
+        no such error reaches a later MAC check multiplied by secrets (docs/active3.md,
+        "Checking the MACs in parts would leak"). A value error that passed a check lies in
+        the upper 64 bits (below them it passes with about 2^-57) and stays there."""
+        return Shared(await self._authenticate(np.ascontiguousarray(x.data[:, :, VALUE])), 3)
 
     # -- interactive arithmetic ------------------------------------------------------------
     async def mul(self, x: Shared, y: Shared) -> Shared:
