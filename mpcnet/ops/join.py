@@ -1,0 +1,166 @@
+"""Layer: ops. Vertical contributions keyed by record IDs, aligned obliviously (an inner join).
+
+Each owner secret-shares its rows with their record ID's keyed hash as two words, hi < 2^57
+and lo < 2^61 (``mpcnet.recordids``: the servers never see an ID, a hash or its key), in its
+own order, holding records that others may lack. The servers make the rows of the records
+that every contribution holds, in an order that depends on no owner's order, and learn only
+each contribution's row count and the size of the intersection:
+
+1. Every contribution's rows go into one table of N = sum n_o rows: the sort key
+   hi' = 16 hi + o (o its contribution's number, so no two rows have equal keys: an owner's
+   client refuses two of its IDs whose hi agree, ``recordids``), lo, then every
+   contribution's columns, zero outside its own (a sharing of zero under every scheme).
+2. The table is shuffled (``Scheme.shuffle``, every party lacks one permutation).
+3. It is sorted by hi' with a comparison sort whose outcomes are opened: Hamada, Kikuchi,
+   Ikarashi, Chida, Takahashi, "Practically efficient multi-party sorting protocols from
+   comparison sort algorithms", ICISC 2012. After the shuffle and with distinct keys, the
+   outcomes of any comparison sort are a function of a uniformly random permutation alone,
+   so opening them tells nothing; the rows are then moved by public indices (no cost). A
+   quicksort, with the first row of each part as its pivot (random after the shuffle),
+   needs about 1.39 N log2 N comparisons in about 2-4 log2 N rounds of one batch each;
+   the oblivious odd-even merge network of ``ops.sort`` needs N log2^2 N / 4 (3.3 times
+   as many at 2 x 10^5 rows) in log2 N (log2 N + 1) / 2 stages, and would move every
+   column at every comparator: the reason for this choice.
+4. The rows of one record are now adjacent, in contribution order. Row s starts a record
+   that all t contributions hold exactly when hi'_(s+t-1) - hi'_s = t - 1 (the same hi and
+   contributions 0..t-1 in a row; with t <= 8 no other pair of keys differs by t - 1) and
+   lo_(s+j) = lo_s for j < t: one batch of sign tests, then ANDs. The joined row is the
+   sum of the t rows (each holds only its own columns): local.
+5. The candidate rows and their flags are shuffled again, the flags opened: their number
+   is the size of the intersection, and their positions are uniformly random, so that is
+   all they tell. The flagged rows are the dataset's rows.
+
+Active settings. active4 checks every shuffle message by its voucher (``Rep4.shuffle``).
+active3 checks the shuffles with the MAC check (``Spdz3.shuffle``), which runs before the
+first comparison is opened and again before the flags are (``Scheme.open``); the comparisons
+themselves are AND circuits, checked before each opening. Because those MAC checks are checks
+in parts, the joined rows' MACs are made again (``Scheme.refresh``) before anything else is
+computed on them (docs/active3.md, "Checking the MACs in parts would leak"). Whether a job
+aborts depends only on the cheater's errors and the checks' coins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpcnet.errors import CheatingDetected, InputError
+from mpcnet.ops.compare import msb
+from mpcnet.ops.convert import bit_to_arith
+from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.schemes.base import join as stacked
+
+MAX_CONTRIBUTIONS = 8
+"""Contributions one keyed dataset may have: their numbers fill the low 4 bits of the sort key,
+and the test of step 4 needs t <= 8."""
+HI_BITS, LO_BITS = 57, 61
+"""Bits of the two words of a record ID's hash (``mpcnet.recordids``)."""
+TAG_BITS = 4
+
+
+@dataclass(frozen=True, eq=False)
+class Joined:
+    """The rows of the records every contribution holds, each contribution's columns side by
+    side in contribution order, in an order no party knows."""
+
+    values: Shared  # m x sum(c_o)
+    rows: int  # m, the size of the intersection (public)
+
+
+def sort_keys(s: Scheme, keys: Shared, contribution: int) -> Shared:
+    """(hi', lo) of one contribution's (hi, lo) hashes: hi' = 16 hi + its number; local."""
+    hi = s.add_public(s.mul_public(keys[:, 0], 1 << TAG_BITS), contribution)
+    return stacked([hi.reshape(keys.shape[0], 1), keys[:, 1:2]], axis=1)
+
+
+def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Shared:
+    """Step 1: the N x (2 + C) table of every contribution's sort keys and columns."""
+    widths = [values.shape[1] for _, values in parts]
+    blocks = []
+    for o, (keys, values) in enumerate(parts):
+        n = values.shape[0]
+        lead = values.data.shape[:s.lead]
+        before = Shared(np.zeros(lead + (n, sum(widths[:o])), dtype=np.uint64), s.lead)
+        after = Shared(np.zeros(lead + (n, sum(widths[o + 1:])), dtype=np.uint64), s.lead)
+        blocks.append(stacked([sort_keys(s, keys, o), before, values, after], axis=1))
+    return stacked(blocks, axis=0)
+
+
+async def sort_order(s: Scheme, keys: Shared) -> np.ndarray:
+    """The public order (sorted position -> row) of distinct shuffled ``keys`` (each below
+    2^62), by a quicksort whose comparisons are opened (step 3): every part's first row is its
+    pivot, every other row of every part is compared with its pivot in one batch, and each
+    part is split stably into the rows below the pivot, the pivot and the rows above."""
+    n = keys.shape[0]
+    order = np.arange(n)
+    starts, lengths = np.array([0]), np.array([n])
+    while True:
+        busy = lengths > 1
+        starts, lengths = starts[busy], lengths[busy]
+        if not starts.size:
+            return order
+        others = lengths - 1
+        first = np.cumsum(others) - others  # each part's first non-pivot in the batch
+        part = np.repeat(np.arange(starts.size), others)
+        within = np.arange(part.size) - first[part]
+        rows = order[starts[part] + 1 + within]
+        pivots = order[starts[part]]
+        less = await s.open_binary(await msb(s, s.sub(keys[rows], keys[pivots])))
+        less = (np.asarray(less) & np.uint64(1)).astype(np.int64)
+        below = np.cumsum(less) - less  # rows below their pivot before this one, overall
+        rank = below - below[first][part]
+        n_less = np.bincount(part, weights=less, minlength=starts.size).astype(np.int64)
+        target = np.where(less == 1, starts[part] + rank,
+                          starts[part] + n_less[part] + 1 + within - rank)
+        moved = order.copy()
+        moved[target] = rows
+        moved[starts + n_less] = order[starts]
+        order = moved
+        starts = np.concatenate([starts, starts + n_less + 1])
+        lengths = np.concatenate([n_less, lengths - 1 - n_less])
+
+
+async def _all_zero(s: Scheme, diffs: Sequence[Shared]) -> Shared:
+    """Binary [every d == 0] per row for the differences ``diffs`` (each |d| < 2^62): neither
+    d nor -d is negative, one batch of sign tests and a tree of ANDs."""
+    shapes = [d.shape for d in diffs]
+    signs = await msb(s, concat([*diffs, *(s.neg(d) for d in diffs)]))
+    terms = [s.xor_public(t, 1) for t in split(signs, shapes + shapes)]
+    while len(terms) > 1:
+        pairs = len(terms) // 2
+        both = await s.and_(concat(terms[:pairs]), concat(terms[pairs:2 * pairs]))
+        terms = split(both, [t.shape for t in terms[:pairs]]) + terms[2 * pairs:]
+    return terms[0]
+
+
+async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joined:
+    """The rows of the records that every contribution holds (module docstring). ``parts``
+    holds per contribution, in contribution order, its n_o x 2 hashes (hi, lo) and its n_o x
+    c_o columns, as input (authenticated under active3: the shuffle carries their MACs)."""
+    t = len(parts)
+    if not 2 <= t <= MAX_CONTRIBUTIONS:
+        raise InputError(f"a dataset keyed by record IDs needs 2 to {MAX_CONTRIBUTIONS} "
+                         f"contributions to join, not {t}")
+    width = sum(values.shape[1] for _, values in parts)
+    with s.engine.phase("alignment"):
+        table = await s.shuffle(_table(s, parts))
+        ordered = table[await sort_order(s, table[:, 0])]
+        n = ordered.shape[0] - t + 1  # rows that can start a record held by all
+        if n < 1:
+            return Joined(ordered[:0, 2:], 0)
+        hi, lo = ordered[:, 0], ordered[:, 1]
+        diffs = [s.add_public(s.sub(hi[t - 1:t - 1 + n], hi[:n]), -(t - 1))]
+        diffs += [s.sub(lo[j:j + n], lo[:n]) for j in range(1, t)]
+        held_by_all = await bit_to_arith(s, await _all_zero(s, diffs))
+        joined = ordered[:n, 2:]
+        for j in range(1, t):
+            joined = s.add(joined, ordered[j:j + n, 2:])
+        mixed = await s.shuffle(stacked([joined, held_by_all.reshape(n, 1)], axis=1))
+        flags = np.asarray(await s.open(mixed[:, width]))
+        if not np.isin(flags, (0, 1)).all():
+            raise CheatingDetected("alignment", "a record's flag opened to neither 0 nor 1")
+        kept = np.flatnonzero(flags == 1)
+        values = await s.refresh(mixed[kept, :width])
+    return Joined(values, int(kept.size))
