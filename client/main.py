@@ -57,6 +57,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--security", help="the setting you share for: passive3, active3 (then no "
                    "job on the dataset runs under passive3) or active4 (default: passive3 "
                    "with 3 servers, active4 with 4)")
+    _id_option(s)
+    s.add_argument("--id-key", type=Path, metavar="FILE",
+                   help="with --id: the owners' record-ID key (made once by id-key, copied to "
+                        "every owner, never to a server; default: none)")
+
+    s = sub.add_parser("id-key", help="make the key with which owners hash record IDs (local)")
+    s.add_argument("--out", type=Path, required=True,
+                   help="the new key file (readable by you only); give every owner a copy")
 
     s = sub.add_parser("schema", help="print a dataset's schema as a TOML file (owners)")
     s.add_argument("--dataset", required=True, help="the dataset")
@@ -76,6 +84,7 @@ def parser() -> argparse.ArgumentParser:
     _encoding_options(s)
     s.add_argument("--schema", type=Path, metavar="TOML",
                    help="the dataset's declared schema (default: none)")
+    _id_option(s)
     s.add_argument("--out", type=Path, help="write D' here, as fetch --out does (default: "
                    "print the selected columns only)")
     _release_option(s, "what to write, as fetch --out would under this release")
@@ -150,6 +159,13 @@ def _score_option(s: argparse.ArgumentParser) -> None:
                         "(squared correlation; correlation ratio for 3+ classes), gini (the "
                         "best-split Gini impurity, each column sorted: slower); default: "
                         "ms-gini")
+
+
+def _id_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--id", dest="id_column", metavar="COL",
+                   help="with --columns: the record-ID column; owners may then hold different "
+                        "records in any order, and the servers join them privately (default: "
+                        "none, every owner holds the same records in the same order)")
 
 
 def _release_option(s: argparse.ArgumentParser, what: str) -> None:
@@ -286,7 +302,8 @@ async def _run(args: argparse.Namespace) -> int:
                                layout=args.layout or "rows", categorical=args.categorical,
                                missing=args.missing, drop=tuple(args.drop),
                                ordinal=tuple(args.ordinal), security=args.security,
-                               schema=args.schema, release=release(args))
+                               schema=args.schema, release=release(args),
+                               id_column=args.id_column, id_key=args.id_key)
             print_result(args, s.__dict__,
                    f"shared {s.rows} rows x {s.columns} columns"
                    f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
@@ -416,7 +433,7 @@ _FAILURES: tuple[tuple[type[MPCError], int, str], ...] = (
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        if args.cmd in ("draft-schema", "plaintext"):
+        if args.cmd in ("draft-schema", "plaintext", "id-key"):
             return offline.run(args)
         return run(_run(args))
     except MPCError as exc:

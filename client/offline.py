@@ -1,4 +1,5 @@
-"""Layer: client. The commands that need no server: ``draft-schema`` and ``plaintext``.
+"""Layer: client. The commands that need no server: ``draft-schema``, ``plaintext`` and
+``id-key``.
 
 They read the owners' files on this machine only (no ``--config``, no ``--as``).
 """
@@ -31,13 +32,20 @@ def print_result(args: argparse.Namespace, obj: Any, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``draft-schema`` or ``plaintext``, as parsed by ``client.main.parser``."""
+    """``draft-schema``, ``plaintext`` or ``id-key``, as parsed by ``client.main.parser``."""
     from mpcnet.client.plain import expected_selection
     from mpcnet.client.results import check_writable, write_csv
     from mpcnet.client.uploads import read_declared
     from mpcnet.dataset import EncodingOptions, read_csv
     from mpcnet.parties.declared import draft
+    from mpcnet.recordids import new_key
 
+    if args.cmd == "id-key":
+        new_key(args.out)
+        print_result(args, {"out": str(args.out)},
+                     f"wrote a new record-ID key to {args.out}; give every owner of the "
+                     "dataset a copy (never a server)")
+        return 0
     options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal))
     if args.cmd == "draft-schema":
         if args.label is None:
@@ -55,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                              layout=args.layout or "rows", options=options,
                              drop=tuple(args.drop),
                              declared=read_declared(args.schema) if args.schema else None,
-                             score=args.score)
+                             score=args.score, id_column=args.id_column)
     rows = got.reduced.encoded.shape[0]
     text = f"selected ({args.k} by {args.score}, best first): {', '.join(got.columns)}"
     if args.out is not None:

@@ -46,20 +46,27 @@ class Expected:
 def expected_selection(files: Sequence[str | Path], k: int, *, label: str | None,
                        layout: str = "rows", options: EncodingOptions | None = None,
                        drop: tuple[str, ...] = (), declared: Declared | None = None,
-                       score: str = DEFAULT_SCORE) -> Expected:
+                       score: str = DEFAULT_SCORE, id_column: str | None = None) -> Expected:
     """Encode ``files`` as contributions one after the other, then select k features by
-    ``score``."""
+    ``score``. With ``id_column`` (by columns) the files' rows are joined first by their
+    record IDs, as the servers do (the records all files hold, in the first file's order:
+    the servers' order is private, so compare the rows as a set)."""
     from mpcnet.plain import reduce, score_fraction, topk_fraction
 
     if not files:
         raise InputError("give at least one CSV file")
+    rows: list[np.ndarray] | None = None
+    if id_column is not None:
+        if layout != "columns":
+            raise InputError("record IDs (--id) key files split by columns: pass --columns")
+        rows, layout, drop = _joined_rows(files, id_column), "keyed", (*drop, id_column)
     view: dict[str, Any] | None = None
     parts: list[Encoded] = []
     entries: list[dict[str, Any]] = []
     for i, path in enumerate(files):
         # by columns, one file carries the label: the first that has the label column
         has_label = label is not None and (layout == "rows" or label in read_header(path))
-        if layout == "columns" and any(p.codes is not None for p in parts):
+        if layout != "rows" and any(p.codes is not None for p in parts):
             has_label = False
         done = encode_contribution(path, view, dataset="local", owner=f"owner-{i + 1}",
                                    layout=layout, sharing="passive3", security="passive3",
@@ -73,9 +80,15 @@ def expected_selection(files: Sequence[str | Path], k: int, *, label: str | None
     assert view is not None
     schema = view["schema"]
     catalog.ready_for_selection(manifest, k, "passive3", score)
-    x = _joined(parts, layout)
-    codes = next(p.codes for p in parts if p.codes is not None) if layout == "columns" else \
-        np.concatenate([p.codes for p in parts if p.codes is not None])
+    if rows is not None:
+        x = np.hstack([p.values[r] for p, r in zip(parts, rows, strict=True)])
+        codes = next(p.codes[r] for p, r in zip(parts, rows, strict=True)
+                     if p.codes is not None)
+    else:
+        x = _joined(parts, layout)
+        codes = next(p.codes for p in parts if p.codes is not None) \
+            if layout == "columns" else \
+            np.concatenate([p.codes for p in parts if p.codes is not None])
     classes = list(schema["classes"])
     q, d = score_fraction(score, x, codes, len(classes))
     idx = topk_fraction(q, d, k)
@@ -89,3 +102,15 @@ def _joined(parts: list[Encoded], layout: str) -> np.ndarray:
         np.hstack([p.values for p in parts])
 
 
+def _joined_rows(files: Sequence[str | Path], id_column: str) -> list[np.ndarray]:
+    """Per file, the rows of the records every file holds (an inner join on the normalised
+    record IDs, ``mpcnet.recordids``), in the first file's order."""
+    from mpcnet.dataset import read_cells
+    from mpcnet.recordids import normalised
+
+    ids = [normalised(read_cells(path, id_column), str(path)) for path in files]
+    where = [{record: row for row, record in enumerate(file_ids)} for file_ids in ids]
+    common = [record for record in ids[0] if all(record in w for w in where[1:])]
+    if not common:
+        raise InputError("no record is held by every file; nothing to select from")
+    return [np.array([w[record] for record in common], dtype=np.int64) for w in where]

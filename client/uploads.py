@@ -23,7 +23,6 @@ from mpcnet.client.connection import Connections, ServerSession, default_securit
 from mpcnet.client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
 from mpcnet.errors import InputError, MPCError, PeerError
-from mpcnet.parties import catalog
 from mpcnet.schemes.registry import sharing_of
 
 SHARE_BLOCK_BYTES = 16 << 20
@@ -65,18 +64,28 @@ class Sharing(Connections):
                     layout: str = "rows", categorical: str = "refuse", missing: str = "refuse",
                     drop: tuple[str, ...] = (), ordinal: tuple[str, ...] = (),
                     security: str | None = None, schema: str | Path | None = None,
-                    release: tuple[str, ...] = ("values",), table: Any = None
+                    release: tuple[str, ...] = ("values",), table: Any = None,
+                    id_column: str | None = None, id_key: str | Path | None = None
                     ) -> ShareSummary:
         """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``;
         ``schema`` is a declared schema's TOML file (for a new dataset), ``release`` what an
-        analyst may receive of results on it (``catalog.RELEASES``; () for shares only)."""
+        analyst may receive of results on it (``catalog.RELEASES``; () for shares only).
+        With ``id_column`` (by columns only) the rows are keyed by that column's record IDs,
+        hashed here with the owners' key in the file ``id_key`` (``mpcnet.recordids``)."""
         from mpcnet.dataset import EncodingOptions
         from mpcnet.schemes import registry
 
         t0 = time.perf_counter()
         check_name("dataset", dataset)
-        if layout not in catalog.LAYOUTS:
+        if layout not in ("rows", "columns"):
             raise InputError(f"layout must be rows or columns, not {layout!r}")
+        ids = None
+        if id_column is not None:
+            if layout != "columns" or id_key is None:
+                raise InputError("record IDs (--id) key a contribution by columns: pass "
+                                 "--columns and the owners' --id-key FILE")
+            ids = _hashed_ids(path, id_column, id_key)
+            layout, drop = "keyed", (*drop, id_column)
         security = security or default_security(self.dep)
         sharing, n = sharing_of(security)
         info = registry.get(security)  # its share function makes the stored sharing
@@ -96,7 +105,7 @@ class Sharing(Connections):
                 declared=declared, release=tuple(release))
             meta = done.meta
             try:
-                nbytes = await self._upload_all(sessions, meta, self._blocks(done, info))
+                nbytes = await self._upload_all(sessions, meta, self._blocks(done, info, ids))
             except InputError:
                 # Two owners who start the same dataset at once both encode with their own
                 # schema; the coordinator commits one first and refuses the other. Encode
@@ -156,9 +165,11 @@ class Sharing(Connections):
                                        owner=self.identity, table=table, **how)
 
     @staticmethod
-    def _blocks(done: Encoded, info: Any) -> Iterator[tuple[str, int, list[np.ndarray]]]:
+    def _blocks(done: Encoded, info: Any, ids: np.ndarray | None
+                ) -> Iterator[tuple[str, int, list[np.ndarray]]]:
         """(array name, first row, each server's shares) of the contribution, a block of
-        rows at a time: no more than one block's shares exist at once."""
+        rows at a time: no more than one block's shares exist at once; ``ids`` the rows'
+        record-ID hashes, if keyed."""
         from mpcnet.dataset import indicators
         from mpcnet.ring import to_ring
 
@@ -172,6 +183,9 @@ class Sharing(Connections):
             for start in range(0, done.table.rows, rows):
                 codes = done.codes[start:start + rows]
                 yield "labels", start, info.share(indicators(codes, len(classes)))
+        if ids is not None:
+            for start in range(0, ids.shape[0], rows):
+                yield "ids", start, info.share(ids[start:start + rows])
 
     async def _upload_all(self, sessions: list[ServerSession], meta: dict[str, Any],
                           blocks: Iterator[tuple[str, int, list[np.ndarray]]]) -> int:
@@ -183,7 +197,8 @@ class Sharing(Connections):
             return set((await s.request("upload", meta=meta)).get("send", []))
 
         async def stream() -> None:
-            expected = {"data"} | ({"labels"} if meta.get("label") is not None else set())
+            expected = {"data"} | ({"labels"} if meta.get("label") is not None else set()) \
+                | ({"ids"} if meta["layout"] == "keyed" else set())
             for s, wanted in zip(sessions, await asyncio.gather(*map(describe, sessions)),
                                  strict=True):
                 if wanted != expected:
@@ -235,3 +250,10 @@ class Sharing(Connections):
                 pass
         await asyncio.gather(*(one(s) for s in sessions if not s.conn.closed))
 
+
+def _hashed_ids(path: str | Path, column: str, key_file: str | Path) -> np.ndarray:
+    """The keyed hashes of the file's record IDs (``mpcnet.recordids``), its checks passed."""
+    from mpcnet.dataset import read_cells
+    from mpcnet.recordids import hashed, read_key
+
+    return hashed(read_cells(path, column), read_key(key_file), str(path))

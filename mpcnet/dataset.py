@@ -586,6 +586,15 @@ def _column_cells(path: Path, positions: list[int]) -> dict[int, list[str]]:
     return out
 
 
+def read_cells(path: str | Path, column: str) -> list[str]:
+    """Every data row's cell of ``column``, as text (record IDs, ``mpcnet.recordids``)."""
+    path = Path(path)
+    header = read_header(path)
+    if column not in header:
+        raise InputError(f"{path}: no column {column!r} (the header has {header[:8]})")
+    return _column_cells(path, [header.index(column)])[header.index(column)]
+
+
 def _as_number(text: str) -> float | None:
     """The label as a finite number, or None if it does not look numeric."""
     try:

@@ -65,11 +65,10 @@ def new_key(path: str | Path) -> None:
         f.write(secrets.token_hex(KEY_BYTES) + "\n")
 
 
-def hashed(ids: Sequence[str], key: bytes, where: str = "the file") -> np.ndarray:
-    """The n x 2 uint64 words (hi, lo) of every ID's keyed hash, after the checks of the
-    module docstring (rows are named counting data rows from 1)."""
+def normalised(ids: Sequence[str], where: str = "the file") -> list[str]:
+    """Every ID normalised, refusing an empty one and two equal ones, naming their rows
+    (counting data rows from 1)."""
     seen: dict[str, int] = {}
-    words = np.empty((len(ids), 2), dtype=np.uint64)
     for row, raw in enumerate(ids):
         norm = normalise(str(raw))
         if not norm:
@@ -79,6 +78,14 @@ def hashed(ids: Sequence[str], key: bytes, where: str = "the file") -> np.ndarra
             raise InputError(f"{where}: rows {seen[norm] + 1} and {row + 1} have the same "
                              f"record ID; each record may appear once")
         seen[norm] = row
+    return list(seen)
+
+
+def hashed(ids: Sequence[str], key: bytes, where: str = "the file") -> np.ndarray:
+    """The n x 2 uint64 words (hi, lo) of every ID's keyed hash, after the checks of the
+    module docstring."""
+    words = np.empty((len(ids), 2), dtype=np.uint64)
+    for row, norm in enumerate(normalised(ids, where)):
         digest = hashlib.blake2b(norm.encode("utf-8"), key=key, digest_size=16,
                                  person=_PERSON).digest()
         words[row, 0] = int.from_bytes(digest[:8], "big") >> (64 - HI_BITS)

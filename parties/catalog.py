@@ -15,6 +15,11 @@ A dataset has a *layout*, fixed by its first contribution:
 - ``columns`` (vertical): every owner contributes attributes of the same records in the same row
   order; the row count must match, column names must not repeat, and exactly one contribution
   carries the label.
+- ``keyed`` (vertical, keyed by record IDs: ``share --columns --id COL``): as ``columns``, but
+  each owner's rows come with their record IDs' keyed hashes (``mpcnet.recordids``), in any
+  order, and owners may hold different records; a job aligns them obliviously
+  (``mpcnet.ops.join``). The dataset's ``rows`` is then the smallest contribution's, a bound
+  on the records all of them hold, which only a job learns.
 
 What the servers learn about a dataset is this metadata only: column names, row counts, class
 names, the owners' names and the per-column power-of-two scale exponents (the exponent says
@@ -36,7 +41,9 @@ from mpcnet.fixedpoint import EXPONENT_RANGE, MAX_ROWS, VALUE_BITS
 from mpcnet.parties.declared import Declared
 from mpcnet.schemes import registry
 
-LAYOUTS = ("rows", "columns")
+LAYOUTS = ("rows", "columns", "keyed")
+MAX_KEYED = 8
+"""Contributions a keyed dataset may have (``mpcnet.ops.join.MAX_CONTRIBUTIONS``)."""
 MAX_COLUMNS = 1 << 20
 MAX_CELLS = 1 << 32
 """Bounds on one contribution (and a dataset): rows below MAX_ROWS (the exact split test's
@@ -256,10 +263,15 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
         schema["classes"] = _extended(ds, "class list", schema["classes"], e["classes"])
         new["rows"] = manifest["rows"] + e["rows"]
     else:
-        if e["rows"] != manifest["rows"]:
+        if layout == "columns" and e["rows"] != manifest["rows"]:
             raise _fail(ds, f"it has {manifest['rows']} rows, this contribution {e['rows']}; a "
                             "contribution by columns must hold the same records in the same "
-                            "order")
+                            "order (or share every file with --id COLUMN)")
+        if layout == "keyed":
+            if len(new["contributions"]) > MAX_KEYED:
+                raise _fail(ds, f"a dataset keyed by record IDs joins at most {MAX_KEYED} "
+                                "contributions")
+            new["rows"] = min(manifest["rows"], e["rows"])
         clash = sorted(set(e["columns"]) & set(schema["columns"]))
         if clash:
             raise _fail(ds, f"column(s) {clash[:5]} are already in it")
@@ -379,6 +391,9 @@ def ready_for_selection(manifest: Manifest, k: int, security: str,
                         f"{required}")
     if manifest["schema"]["label"] is None:
         raise _fail(ds, "no contribution carries the label yet; share the label column first")
+    if manifest["layout"] == "keyed" and len(manifest["contributions"]) < 2:
+        raise _fail(ds, "it is keyed by record IDs and has one contribution; a job joins two "
+                        "or more (share the other owners' files with --columns --id COLUMN)")
     m = int(manifest["rows"])
     bits = value_bits(manifest)
     if 2 * m * 2**bits >= 2**63:  # the mean-split test (mpcnet.fixedpoint)

@@ -160,8 +160,11 @@ class JobRunner:
                       ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:
         """pi_GINI-FS on the job's dataset: the scheme, what to store, the result's manifest
         (without its files) and the plan."""
-        from mpcnet.featsel.gini_fs import label_codes, select_stored
+        from mpcnet.featsel.gini_fs import select_stored
 
+        stored_as = self.storage.dataset(job.dataset)
+        if stored_as is not None and stored_as["layout"] == "keyed":
+            return await self._select_keyed(job, engine)
         # reading and checking (SHA-256) the shares may take long: not on the event loop
         manifest, stored, labels = await asyncio.to_thread(self.storage.load_dataset,
                                                            job.dataset)
@@ -182,15 +185,44 @@ class JobRunner:
                                   np.asarray(schema["exponents"], dtype=np.int64), budget,
                                   score_name=job.score)
         del data, labels
+        return scheme, self._outputs(scheme, manifest, res), self._manifest(job, manifest), \
+            res.plan
+
+    async def _select_keyed(self, job: Job, engine: RoundEngine
+                            ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:
+        """``_select`` on a dataset keyed by record IDs: its contributions aligned first
+        (``mpcnet.ops.join``), in memory; the result lists the aligned rows."""
+        from mpcnet.featsel.gini_fs import select_keyed
+
+        manifest, parts = await asyncio.to_thread(self.storage.load_keyed, job.dataset)
+        if catalog.digest(manifest) != job.digest:
+            raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
+                             "(a contribution was committed meanwhile); run it again")
+        catalog.ready_for_selection(manifest, job.k, job.security, job.score)
+        schema = manifest["schema"]
+        label_part = next(o for o, c in enumerate(manifest["contributions"])
+                          if c.get("label") is not None)
+        scheme, budget = await self._setup(job, engine)
+        res, rows = await select_keyed(scheme, parts, label_part, len(schema["classes"]),
+                                       job.k, np.asarray(schema["exponents"], dtype=np.int64),
+                                       budget, job.score)
+        return scheme, self._outputs(scheme, manifest, res), \
+            dict(self._manifest(job, manifest), rows=rows), res.plan
+
+    @staticmethod
+    def _outputs(scheme: Scheme, manifest: dict[str, Any], res: Any) -> dict[str, Shared]:
+        """What a selection stores: D', its exponents, the label's one-hot shares (for
+        training, never fetched), and the labels and indices where the owners release them."""
+        from mpcnet.featsel.gini_fs import label_codes
+
         release = catalog.release_of(manifest)
-        # the label's one-hot shares stay on the servers, for training (never fetched)
         outputs = {"reduced": res.reduced, "exponents": res.exponents,
                    "training_labels": res.labels}
         if "label" in release:
             outputs["labels"] = label_codes(scheme, res.labels)
         if "names" in release:
             outputs["indices"] = res.indices
-        return scheme, outputs, self._manifest(job, manifest), res.plan
+        return outputs
 
     async def _train(self, job: Job, engine: RoundEngine, closing: contextlib.ExitStack
                      ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:

@@ -334,6 +334,33 @@ class Storage:
             label = np.concatenate(labels, axis=-2) if len(labels) > 1 else labels[0]
         return manifest, data, label
 
+    def load_keyed(self, name: str
+                   ) -> tuple[dict[str, Any], list[tuple[np.ndarray, np.ndarray]]]:
+        """Manifest and, per contribution of a dataset keyed by record IDs, this server's
+        shares of its ID hashes (n x 2) and of its columns followed by its label matrix if it
+        carries the label (n x (c + classes - 1)), every file checked, in memory (the
+        alignment, ``mpcnet.ops.join``, needs them whole)."""
+        manifest = self.dataset(name)
+        if manifest is None:
+            raise StorageError(f"dataset {name!r} is not stored here")
+        folder = inside(self.datasets, name, "dataset")
+        n_classes = len(manifest["schema"]["classes"] or [])
+        parts = []
+        for c in manifest["contributions"]:
+            ids = self.load_array(folder, c["files"]["ids"])
+            data = self.load_array(folder, c["files"]["data"])
+            if data.shape[-2:] != (c["rows"], len(c["columns"])) or \
+                    ids.shape[-2:] != (c["rows"], 2):
+                raise StorageError(f"dataset {name!r}: the shares of {c['owner']}'s "
+                                   "contribution do not have the shape its manifest lists; "
+                                   "restore them from a backup")
+            if "labels" in c["files"]:
+                labels = _label_matrix(self.load_array(folder, c["files"]["labels"]),
+                                       len(c["classes"]), n_classes, name)
+                data = np.concatenate([data, labels], axis=-1)
+            parts.append((ids, data))
+        return manifest, parts
+
     # -- results ---------------------------------------------------------------------------
     def _result_folder(self, owner: str, name: str) -> Path:
         return inside(inside(self.results, owner, "analyst"), name, "result")

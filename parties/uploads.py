@@ -81,6 +81,8 @@ class Upload:
         expect = {"data": lead + (meta["rows"], len(meta["columns"]))}
         if meta.get("label") is not None:
             expect["labels"] = lead + (meta["rows"], len(meta["classes"]))
+        if meta["layout"] == "keyed":  # the hashes of the record IDs (mpcnet.recordids)
+            expect["ids"] = lead + (meta["rows"], 2)
         need = sum(8 * int(np.prod(shape, dtype=np.int64)) for shape in expect.values())
         free = shutil.disk_usage(storage.root).free - storage.reserved
         if need + FREE_MARGIN > free:

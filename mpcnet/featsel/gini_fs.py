@@ -84,6 +84,31 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
                          memory_budget, method, score(score_name))
 
 
+async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
+                       label_part: int, n_classes: int, k: int, exponents: np.ndarray,
+                       memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                       score_name: str = DEFAULT_SCORE) -> tuple[SelectionResult, int]:
+    """``gini_fs`` on a dataset keyed by record IDs: per contribution this party's shares of
+    its ID hashes and of its columns (the label contribution's followed by its label matrix),
+    input (authenticated: the alignment's shuffles carry the MACs) and aligned by
+    ``mpcnet.ops.join.inner_join``; also the number of aligned rows (public)."""
+    from mpcnet.ops.join import inner_join
+
+    inputs = await s.input(*(a for part in parts for a in part))
+    joined = await inner_join(s, [(inputs[2 * o], inputs[2 * o + 1])
+                                  for o in range(len(parts))])
+    if joined.rows == 0:
+        raise InputError("no record is held by every contribution of the dataset; nothing "
+                         "to select from")
+    widths = [data.shape[-1] for _, data in parts]
+    start = sum(widths[:label_part + 1]) - (n_classes - 1)
+    label_columns = np.arange(start, start + n_classes - 1)
+    features = np.setdiff1d(np.arange(sum(widths)), label_columns)
+    result = await gini_fs(s, joined.values[:, features], joined.values[:, label_columns],
+                           n_classes, k, exponents, memory_budget, score_name=score_name)
+    return result, joined.rows
+
+
 async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: int,
                   exponents: np.ndarray, memory_budget: int, method: str | None,
                   scoring: Score) -> SelectionResult:

@@ -21,15 +21,15 @@ KINDS: dict[str, tuple[str, ...]] = {
     # [F4] joint message passing, openings, the input check and key confirmation
     "active4": ("jmp-value", "jmp-hash", "open-value", "open-hash", "input-hash",
                 "key-confirm"),
-    # SPDZ-wise 3PC: products (value and MAC), the products that are only output (the value
-    # tested by Freivalds: its terms, their digest and its relay), circuit ANDs, triple
-    # generation (the terms, their digest and its relay), the MAC check's sums and its
+    # SPDZ-wise 3PC: products (value and MAC), shuffles, the products that are only output
+    # (the value tested by Freivalds: its terms, their digest and its relay), circuit ANDs,
+    # triple generation (the terms, their digest and its relay), the MAC check's sums and its
     # alpha w product, the coins, openings inside the checks, the values the zero tests claim
     # (before hashing), user openings and the final digests
-    "active3": ("product", "shuffle", "output-product", "output-hash", "output-relay", "and", "triple",
-                "triple-hash", "triple-relay", "mac-sum", "coin", "mac-product", "check-open",
-                "check-open-hash", "and-claim", "mac-claim", "open-value", "open-hash",
-                "and-hash", "mac-hash", "input-hash"),
+    "active3": ("product", "shuffle", "output-product", "output-hash", "output-relay", "and",
+                "triple", "triple-hash", "triple-relay", "mac-sum", "coin", "mac-product",
+                "check-open", "check-open-hash", "and-claim", "mac-claim", "open-value",
+                "open-hash", "and-hash", "mac-hash", "input-hash"),
 }
 
 

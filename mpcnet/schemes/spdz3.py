@@ -151,7 +151,8 @@ INPUTS = "input consistency"  # compared in a round of its own, before inputs ar
 _And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
 _Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
 _Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
-_CHECK_OF = {"product": "MAC", "and": "AND", "shuffle": "MAC"}  # the check a malformed message of a kind fails
+# the check a malformed message of a kind fails
+_CHECK_OF = {"product": "MAC", "and": "AND", "shuffle": "MAC"}
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
 _Part = tuple[str, np.ndarray]  # (message kind, array) in a message of several parts
