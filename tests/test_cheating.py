@@ -6,7 +6,8 @@ and last message of that kind), the cheater adds an error to one message. Every 
 with the honest parties raising ``CheatingDetected`` naming a check, and no honest party may
 return a D' that differs from the plaintext one. The same holds for a wrong input share, and
 (active3) for truncation and random-bit generation, whose products and ANDs are checked by the
-same batched checks before the opening that follows them.
+same batched checks before the opening that follows them, and for the alignment of record IDs
+(``mpcnet.ops.join``: its shuffles, the opened comparisons of its sort, its flags).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from conftest import outcomes
 from mpcnet.errors import CheatingDetected
 from mpcnet.featsel.gini_fs import gini_fs
 from mpcnet.net.engine import RoundEngine
+from mpcnet.ops.join import inner_join
 from mpcnet.ops.truncate import trunc
 from mpcnet.plain.scores import msgini_fraction
 from mpcnet.plain.select import topk_fraction
+from mpcnet.recordids import hashed
 from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme, Shared
 from mpcnet.schemes.faults import KINDS, FaultInjector
@@ -55,6 +58,20 @@ async def _selection(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
 async def _truncation(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
     """Random bits, a truncation by 2^3 (it opens a masked value) and the result."""
     return (await s.open(await trunc(s, data, 3))).view(np.int64)
+
+
+async def _alignment(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
+    """Two owners keyed by record IDs: rows 0..15 of columns 0-2, and rows 23 down to 8 of
+    columns 3-4 (public hashes: the test is about the servers' messages); the join opened."""
+    ids = hashed([f"r{i}" for i in range(M)], bytes(32))
+    theirs = np.arange(M - 1, 7, -1)
+    joined = await inner_join(s, [(s.public(ids[:16]), data[:16, :3]),
+                                  (s.public(ids[theirs]), data[theirs, 3:])])
+    return (await s.open(joined.values)).view(np.int64)
+
+
+def _is_the_join(out: np.ndarray) -> bool:
+    return sorted(map(tuple, out.tolist())) == sorted(map(tuple, _dataset()[0][8:16].tolist()))
 
 
 def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None = None,
@@ -99,16 +116,18 @@ def _messages_of_each_kind(scheme: str, body: Callable[..., Any], value_only: bo
 
 
 def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any],
-                             correct: Callable[[np.ndarray], bool], value_only: bool = False
-                             ) -> tuple[int, set[str]]:
-    """Run one cheating case per message kind and position; return (cases, checks named)."""
+                             correct: Callable[[np.ndarray], bool], value_only: bool = False,
+                             last: bool = True) -> tuple[int, set[str]]:
+    """Run one cheating case per message kind and position; return (cases, checks named).
+    Without ``last``, the positions are the first and the third of the honest run's count (a
+    body whose rounds vary from run to run, as a quicksort after a shuffle does)."""
     counts = _messages_of_each_kind(scheme, body, value_only)
     cases = 0
     checks: set[str] = set()
     for (party, kind), n in sorted(counts.items()):
         if party != cheater or kind == "key-confirm":
             continue
-        for position in sorted({0, n // 2, n - 1}):
+        for position in sorted({0, n // 2, n - 1} if last else {0, n // 3}):
             fault = FaultInjector(cheater, kind, after=position, delta=1 << 20)
             ran = _run(scheme, fault, body=body, value_only=value_only)
             cases += 1
@@ -190,3 +209,55 @@ def test_wrong_input_share_is_detected(scheme: str, cheater: int, value_only: bo
     caught = [o for o in honest if isinstance(o, CheatingDetected)]
     assert caught and {o.check for o in caught} == {"input consistency"}, honest
     assert not any(isinstance(o, np.ndarray) for o in honest)
+
+
+@pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
+def test_cheating_in_the_alignment_is_detected(scheme: str, cheater: int) -> None:
+    """Every message kind of the alignment: active3's shuffle words (value or MAC) fail the
+    MAC check before any comparison is opened, its comparisons' ANDs the AND check before
+    their opening; active4's shuffles and comparisons are joint messages."""
+    cases, checks = _every_kind_and_position(scheme, cheater, _alignment, _is_the_join,
+                                             last=False)
+    print(f"{scheme} alignment, cheater {cheater}: {cases}/{cases} cases detected, "
+          f"checks: {sorted(checks)}")
+    assert cases >= 6
+    assert ("MAC" in checks) if scheme == "active3" else ("joint-message hash" in checks)
+
+
+class _OtherPermutation(FaultInjector):
+    """A cheater that permutes its part of a shuffle otherwise than its partner: it swaps two
+    rows of the words it sends (active3: value and MAC alike, so each row stays a consistent
+    pair; active4: two words of a joint message), its first such message or a later one."""
+
+    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+        if party != self.party or kind != self.kind or self.fired >= self.times:
+            return payload
+        self.seen += 1
+        if self.seen <= self.after:
+            return payload
+        self.fired += 1
+        out = np.array(payload, copy=True)
+        if out.ndim == 4:  # (limb, v, rows, columns)
+            out[:, :, [0, 1]] = out[:, :, [1, 0]]
+        else:
+            flat = out.reshape(-1)
+            flat[[0, 1]] = flat[[1, 0]]
+        return out
+
+
+@pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
+@pytest.mark.parametrize("after", [0, 2])
+def test_a_shuffle_permuted_otherwise_is_detected(scheme: str, cheater: int, after: int
+                                                  ) -> None:
+    kind = "shuffle" if scheme == "active3" else "jmp-value"
+    fault = _OtherPermutation(cheater, kind, after=after)
+    ran = _run(scheme, fault, body=_alignment)
+    honest = [o for i, o in enumerate(ran) if i != cheater]
+    if fault.fired == 0:  # this party sends no such message in the first shuffles
+        assert all(isinstance(o, np.ndarray) and _is_the_join(o) for o in honest)
+        return
+    caught = [o for o in honest if isinstance(o, CheatingDetected)]
+    # active3: by the first check after it, before any comparison is opened (its copies of
+    # the components then differ from its partner's, so its ANDs or openings fail as well)
+    assert caught, f"{scheme} cheater {cheater}: another permutation was not detected"
+    assert not any(isinstance(o, np.ndarray) and not _is_the_join(o) for o in honest)

@@ -304,22 +304,24 @@ class Rep3(Scheme):
         other two fresh from the keys that party e shares (the resharing shuffle of Laur,
         Willemson and Zhang, ISC 2011, in the replicated form of Mohassel, Rindal and
         Rosulek, CCS 2020, section 4.2). Each party lacks one of the three permutations, so
-        their composition is unknown to every single party; one round each, and each of the
-        two permuting parties sends the other one word per value."""
+        their composition is unknown to every single party. Party e+1 is the one left out
+        of the next round, which replaces its components, so only the last round sends to
+        it: four messages of one word per value in three rounds."""
         if x.binary:
             raise TypeError("shuffle takes arithmetic sharings")
         first, second = self._pair_of(np.ascontiguousarray(x.data))
         for excluded in range(3):
-            first, second = await self._shuffle_round(first, second, excluded)
+            first, second = await self._shuffle_round(first, second, excluded, excluded == 2)
         return self._shuffled(Shared(self._paired(first, second), self.lead))
 
-    async def _shuffle_round(self, first: np.ndarray, second: np.ndarray, excluded: int
-                             ) -> tuple[np.ndarray, np.ndarray]:
+    async def _shuffle_round(self, first: np.ndarray, second: np.ndarray, excluded: int,
+                             last: bool) -> tuple[np.ndarray, np.ndarray]:
         """One round of ``shuffle``: party e (``excluded``) holds (c_e, c_{e+1}) and takes
         both fresh from its keys; e+1 holds (c_{e+1}, c_{e+2}), e+2 holds (c_{e+2}, c_e);
-        they permute, take c_{e+1} respectively c_e fresh from the key with e, and send each
-        other their other component less that word: c_{e+2} becomes the permuted sum less the
-        two fresh ones. What a party receives is masked by a key word it lacks."""
+        they permute, take c_{e+1} respectively c_e fresh from the key with e, and e+1 sends
+        e+2 its other component less that word (e+2 sends e+1 its own only in the ``last``
+        round): c_{e+2} becomes the permuted sum less the two fresh ones. What a party
+        receives is masked by a key word it lacks."""
         shape = first.shape
         if self.party == excluded:
             await self.engine.exchange({}, [])
@@ -333,8 +335,11 @@ class Rep3(Scheme):
         kept, sent = (second, first) if leading else (first, second)
         message = self._minus(sent, fresh)
         peer = self.next_party if leading else self.prev_party
-        got = await self.engine.exchange({peer: self._outgoing("shuffle", peer, message)},
-                                         [peer])
+        got = await self.engine.exchange(
+            {peer: self._outgoing("shuffle", peer, message)} if leading or last else {},
+            [peer] if last or not leading else [])
+        if leading and not last:  # it is left out of the next round, which replaces both
+            return fresh, kept
         middle = self._plus(self._plus(kept, message),
                             self._incoming("shuffle", got[peer], shape))
         return (fresh, middle) if leading else (middle, fresh)
