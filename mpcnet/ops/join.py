@@ -49,7 +49,7 @@ import numpy as np
 from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.ops.compare import msb
 from mpcnet.ops.convert import bit_to_arith
-from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.schemes.base import Scheme, Shared, concat, same_layout, split
 from mpcnet.schemes.base import join as stacked
 
 MAX_CONTRIBUTIONS = 8
@@ -76,16 +76,19 @@ def sort_keys(s: Scheme, keys: Shared, contribution: int) -> Shared:
 
 
 def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Shared:
-    """Step 1: the N x (2 + C) table of every contribution's sort keys and columns."""
+    """Step 1: the N x (2 + C) table of every contribution's sort keys and columns, zero
+    elsewhere (written into one array)."""
     widths = [values.shape[1] for _, values in parts]
-    blocks = []
+    rows = [values.shape[0] for _, values in parts]
+    lead = parts[0][1].data.shape[:s.lead]
+    same_layout([p for part in parts for p in part])
+    data = np.zeros(lead + (sum(rows), 2 + sum(widths)), dtype=np.uint64)
+    at = (slice(None),) * s.lead
     for o, (keys, values) in enumerate(parts):
-        n = values.shape[0]
-        lead = values.data.shape[:s.lead]
-        before = Shared(np.zeros(lead + (n, sum(widths[:o])), dtype=np.uint64), s.lead)
-        after = Shared(np.zeros(lead + (n, sum(widths[o + 1:])), dtype=np.uint64), s.lead)
-        blocks.append(stacked([sort_keys(s, keys, o), before, values, after], axis=1))
-    return stacked(blocks, axis=0)
+        span = slice(sum(rows[:o]), sum(rows[:o + 1]))
+        data[at + (span, slice(0, 2))] = sort_keys(s, keys, o).data
+        data[at + (span, slice(2 + sum(widths[:o]), 2 + sum(widths[:o + 1])))] = values.data
+    return Shared(data, s.lead)
 
 
 async def sort_order(s: Scheme, keys: Shared) -> np.ndarray:
@@ -146,7 +149,8 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joine
     width = sum(values.shape[1] for _, values in parts)
     with s.engine.phase("alignment"):
         table = await s.shuffle(_table(s, parts))
-        ordered = table[await sort_order(s, table[:, 0])]
+        keys = Shared(np.ascontiguousarray(table[:, 0].data), s.lead)
+        ordered = table[await sort_order(s, keys)]
         n = ordered.shape[0] - t + 1  # rows that can start a record held by all
         if n < 1:
             return Joined(ordered[:0, 2:], 0)
