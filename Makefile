@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs bench accuracy network scaling package-check
+.PHONY: demo test docs bench accuracy network scaling package-check test-join join
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,3 +44,11 @@ scaling: $(PY)  ## growth with m (to 100,000 rows), p and k, with plots (~7 min)
 package-check: $(PY)  ## build the wheel and the sdist, install each in a fresh venv outside the clone, run the demo there (~4 min)
 	$(PY) -m pip install -q -e '.[dev]'
 	$(PY) -m pytest -q -m slow tests/test_packaging.py
+
+test-join: $(PY)  ## owners keyed by record IDs over TLS: 10^4 records each, 2 and 3 owners, every setting (~2 min)
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pytest -q -m slow tests/test_join_e2e.py
+
+join: $(PY)  ## the alignment of two keyed owners of 10^5 records each over TLS, every setting
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m bench.join

@@ -65,7 +65,8 @@ class Session:
               ) -> ShareSummary:
         """Share a CSV file or a pandas DataFrame as one contribution to ``dataset``; options
         as ``mpc-client share`` (``layout``, ``categorical``, ``missing``, ``drop``,
-        ``ordinal``, ``security``, ``schema``)."""
+        ``ordinal``, ``security``, ``schema``; ``id_column`` and ``id_key`` for columns keyed
+        by record IDs)."""
         if isinstance(data, str | Path):
             return self._call(self._client.share(data, dataset, label=label, **options))
         with tempfile.TemporaryDirectory(prefix="mpcnet-") as folder:

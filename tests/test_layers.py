@@ -11,7 +11,7 @@ from conftest import ROOT
 LAYERS = {
     "mpcnet.errors": 0, "mpcnet.ring": 0, "mpcnet.ring128": 0, "mpcnet.prf": 0,
     "mpcnet.fixedpoint": 0,
-    "mpcnet.dataset": 1, "mpcnet.encoded": 1, "mpcnet.plain": 1,
+    "mpcnet.dataset": 1, "mpcnet.encoded": 1, "mpcnet.plain": 1, "mpcnet.recordids": 1,
     "mpcnet.config": 2, "mpcnet.identity": 2, "mpcnet.jobrequest": 2, "mpcnet.net": 2,
     "mpcnet.schemes": 3,
     "mpcnet.ops": 4,
