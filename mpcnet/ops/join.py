@@ -8,8 +8,9 @@ each contribution's row count and the size of the intersection:
 
 1. Every contribution's rows go into one table of N = sum n_o rows: the sort key
    hi' = 16 hi + o (o its contribution's number, so no two rows have equal keys: an owner's
-   client refuses two of its IDs whose hi agree, ``recordids``), lo, then every
-   contribution's columns, zero outside its own (a sharing of zero under every scheme).
+   client refuses two of its IDs whose hi agree, ``recordids``), lo, then the row's c_o
+   columns, padded with zeros (a sharing of zero under every scheme) to the widest
+   contribution's: the table is max c_o wide, not sum c_o.
 2. The table is shuffled (``Scheme.shuffle``, every party lacks one permutation).
 3. It is sorted by hi' with a comparison sort whose outcomes are opened: Hamada, Kikuchi,
    Ikarashi, Chida, Takahashi, "Practically efficient multi-party sorting protocols from
@@ -24,8 +25,8 @@ each contribution's row count and the size of the intersection:
 4. The rows of one record are now adjacent, in contribution order. Row s starts a record
    that all t contributions hold exactly when hi'_(s+t-1) - hi'_s = t - 1 (the same hi and
    contributions 0..t-1 in a row; with t <= 8 no other pair of keys differs by t - 1) and
-   lo_(s+j) = lo_s for j < t: one batch of sign tests, then ANDs. The joined row is the
-   sum of the t rows (each holds only its own columns): local.
+   lo_(s+j) = lo_s for j < t: one batch of sign tests, then ANDs. The joined row is row
+   s + j's first c_j columns for j = 0..t-1 side by side: local.
 5. The candidate rows and their flags are shuffled again, the flags opened: their number
    is the size of the intersection, and their positions are uniformly random, so that is
    all they tell. The flagged rows are the dataset's rows.
@@ -76,18 +77,18 @@ def sort_keys(s: Scheme, keys: Shared, contribution: int) -> Shared:
 
 
 def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Shared:
-    """Step 1: the N x (2 + C) table of every contribution's sort keys and columns, zero
-    elsewhere (written into one array)."""
+    """Step 1: the N x (2 + max c_o) table of every contribution's sort keys and columns,
+    each contribution's in the first c_o columns, zero after them (one array)."""
     widths = [values.shape[1] for _, values in parts]
     rows = [values.shape[0] for _, values in parts]
     lead = parts[0][1].data.shape[:s.lead]
     same_layout([p for part in parts for p in part])
-    data = np.zeros(lead + (sum(rows), 2 + sum(widths)), dtype=np.uint64)
+    data = np.zeros(lead + (sum(rows), 2 + max(widths)), dtype=np.uint64)
     at = (slice(None),) * s.lead
     for o, (keys, values) in enumerate(parts):
         span = slice(sum(rows[:o]), sum(rows[:o + 1]))
         data[at + (span, slice(0, 2))] = sort_keys(s, keys, o).data
-        data[at + (span, slice(2 + sum(widths[:o]), 2 + sum(widths[:o + 1])))] = values.data
+        data[at + (span, slice(2, 2 + widths[o]))] = values.data
     return Shared(data, s.lead)
 
 
@@ -146,21 +147,18 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joine
     if not 2 <= t <= MAX_CONTRIBUTIONS:
         raise InputError(f"a dataset keyed by record IDs needs 2 to {MAX_CONTRIBUTIONS} "
                          f"contributions to join, not {t}")
-    width = sum(values.shape[1] for _, values in parts)
     with s.engine.phase("alignment"):
         table = await s.shuffle(_table(s, parts))
         keys = Shared(np.ascontiguousarray(table[:, 0].data), s.lead)
         ordered = table[await sort_order(s, keys)]
-        n = ordered.shape[0] - t + 1  # rows that can start a record held by all
-        if n < 1:
-            return Joined(ordered[:0, 2:], 0)
+        n = ordered.shape[0] - t + 1  # rows that can start a record held by all (>= 1)
         hi, lo = ordered[:, 0], ordered[:, 1]
         diffs = [s.add_public(s.sub(hi[t - 1:t - 1 + n], hi[:n]), -(t - 1))]
         diffs += [s.sub(lo[j:j + n], lo[:n]) for j in range(1, t)]
         held_by_all = await bit_to_arith(s, await _all_zero(s, diffs))
-        joined = ordered[:n, 2:]
-        for j in range(1, t):
-            joined = s.add(joined, ordered[j:j + n, 2:])
+        widths = [values.shape[1] for _, values in parts]
+        width = sum(widths)
+        joined = stacked([ordered[j:j + n, 2:2 + widths[j]] for j in range(t)], axis=1)
         mixed = await s.shuffle(stacked([joined, held_by_all.reshape(n, 1)], axis=1))
         flags = np.asarray(await s.open(mixed[:, width]))
         if not np.isin(flags, (0, 1)).all():
