@@ -127,10 +127,12 @@ def render(result: dict[str, Any]) -> str:
              "slowest server's alignment phase (shuffle, opened quicksort, adjacent test, "
              "shuffle, flags), its rounds and the most bytes a server sent in it; *job*: the "
              "whole selection job; *peak*: the largest server's resident memory over the job "
-             "(VmHWM, reset before it).", "",
-             "| setting | alignment s | rounds | MB sent per server | job s | peak GB per "
-             "server | share (both owners, CLI) s |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "(VmHWM, reset before it); *servers' CPU s*: user + system CPU time of all "
+             "server processes over the job (on 2 cores a job cannot take less than about "
+             "half of it; other jobs on the machine stretch the wall times, not this).", "",
+             "| setting | alignment s | rounds | MB sent per server | job s | servers' CPU s "
+             "| peak GB per server | share (both owners, CLI) s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for case in result["settings"]:
         r = case["runs"]
 
@@ -139,9 +141,10 @@ def render(result: dict[str, Any]) -> str:
 
         sent = statistics.median(max(x["align_sent"].values()) for x in r)
         peak = statistics.median(max(v or 0 for v in x["peak_bytes"].values()) for x in r)
+        cpu = statistics.median(sum(x["cpu_s"].values()) for x in r)
         lines.append(f"| {case['security']} | {med('align_s'):.2f} | "
                      f"{int(med('align_rounds'))} | {sent / 1e6:.0f} | {med('job_s'):.2f} | "
-                     f"{peak / 1e9:.2f} | {med('share_cli_s'):.1f} |")
+                     f"{cpu:.1f} | {peak / 1e9:.2f} | {med('share_cli_s'):.1f} |")
     return "\n".join(lines) + "\n"
 
 
