@@ -158,8 +158,8 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joine
         held_by_all = await bit_to_arith(s, await _all_zero(s, diffs))
         widths = [values.shape[1] for _, values in parts]
         width = sum(widths)
-        joined = stacked([ordered[j:j + n, 2:2 + widths[j]] for j in range(t)], axis=1)
-        mixed = await s.shuffle(stacked([joined, held_by_all.reshape(n, 1)], axis=1))
+        joined = [ordered[j:j + n, 2:2 + widths[j]] for j in range(t)]
+        mixed = await s.shuffle(stacked([*joined, held_by_all.reshape(n, 1)], axis=1))
         flags = np.asarray(await s.open(mixed[:, width]))
         if not np.isin(flags, (0, 1)).all():
             raise CheatingDetected("alignment", "a record's flag opened to neither 0 nor 1")

@@ -287,11 +287,13 @@ class Rep3(Scheme):
 
     @staticmethod
     def _plus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a + b
+        """a + b, written into a (a fresh array of the shuffle's own)."""
+        return np.add(a, b, out=a)
 
     @staticmethod
     def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a - b
+        """a - b, written into a (a fresh array of the shuffle's own)."""
+        return np.subtract(a, b, out=a)
 
     def _shuffled(self, x: Shared) -> Shared:
         """A shuffle's output, as the scheme keeps it (an active subclass queues its check)."""
@@ -340,7 +342,7 @@ class Rep3(Scheme):
             [peer] if last or not leading else [])
         if leading and not last:  # it is left out of the next round, which replaces both
             return fresh, kept
-        middle = self._plus(self._plus(kept, message),
+        middle = self._plus(self._plus(kept, message),  # kept: a permuted copy, not sent
                             self._incoming("shuffle", got[peer], shape))
         return (fresh, middle) if leading else (middle, fresh)
 
