@@ -42,6 +42,8 @@ from mpcnet.parties.declared import Declared
 from mpcnet.schemes import registry
 
 LAYOUTS = ("rows", "columns", "keyed")
+_OPTIONS = {"rows": "--rows", "columns": "--columns", "keyed": "--columns --id COLUMN"}
+"""The ``share`` options that make a contribution of each layout."""
 MAX_KEYED = 8
 """Contributions a keyed dataset may have (``mpcnet.ops.join.MAX_CONTRIBUTIONS``)."""
 MAX_COLUMNS = 1 << 20
@@ -174,7 +176,7 @@ def assemble(name: str, layout: str, sharing: str, entries: list[dict[str, Any]]
     if existing is not None and existing != (layout, sharing):
         if existing[0] != layout:
             raise _fail(name, f"it is split by {existing[0]}; this contribution is by {layout} "
-                              f"(use --{existing[0]})")
+                              f"(use {_OPTIONS[existing[0]]})")
         raise _fail(name, f"it is shared for {existing[1]}, this upload for {sharing} (use "
                           f"--security accordingly)")
     ordered = sorted(entries, key=lambda e: (e.get("seq") is None, e.get("seq") or 0))

@@ -72,6 +72,29 @@ def test_columns_need_equal_rows_distinct_names_and_one_label() -> None:
             catalog.check_against(view, bad, "c")
 
 
+def test_keyed_columns_may_hold_other_records_in_other_numbers() -> None:
+    """Keyed by record IDs (``share --columns --id``): row counts differ, the dataset's rows
+    are the smallest (a bound on the join), names must not repeat, one label, 2..8 owners."""
+    man = build((meta("1", "keyed", ("a",), rows=9, label=None), "a", 1),
+                (meta("2", "keyed", ("b",), rows=4), "b", 2))
+    assert man["rows"] == 4 and man["schema"]["columns"] == ["a", "b"]
+    view = man | {"owners": ["a", "b"]}
+    for bad, words in [(meta("3", "keyed", ("a",), label=None), "already in it"),
+                       (meta("3", "keyed", ("c",)), "exactly one"),
+                       (meta("3", "columns", ("c",), rows=4, label=None),
+                        "use --columns --id COLUMN")]:
+        with pytest.raises(InputError, match=words):
+            catalog.check_against(view, bad, "c")
+    owners = [(meta(str(i), "keyed", (f"c{i}",), label="y" if i == 0 else None), f"o{i}", i)
+              for i in range(catalog.MAX_KEYED + 1)]
+    with pytest.raises(InputError, match="at most 8"):
+        build(*owners)
+    alone = build((meta("1", "keyed", ("a", "b"), rows=9), "a", 1))
+    with pytest.raises(InputError, match="one contribution"):
+        catalog.ready_for_selection(alone, 1, "passive3")
+    catalog.ready_for_selection(man, 1, "passive3")
+
+
 def test_order_follows_the_coordinators_numbers_not_arrival() -> None:
     one = build((meta("1", "columns", ("a",), label=None), "a", 1),
                 (meta("2", "columns", ("b",)), "b", 2))

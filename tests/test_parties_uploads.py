@@ -65,6 +65,31 @@ def test_an_upload_is_described_then_staged_then_committed(setup: tuple[Deployme
     assert all("u1" not in entry["file"] for entry in files.values())
 
 
+def test_a_keyed_upload_needs_its_record_id_hashes_and_is_loaded_with_them(
+        setup: tuple[Deployment, Storage]) -> None:
+    """Keyed by record IDs: the hashes (n x 2) are a part of their own; ``load_keyed`` hands
+    each contribution's hashes and its columns with the label matrix after them."""
+    dep, storage = setup
+    owners = (("hospital-a", "u1", "y", ROWS), ("hospital-b", "u2", None, ROWS - 2))
+    for owner, upload, label, rows in owners:
+        meta = _meta(id=upload, layout="keyed", rows=rows, label=label,
+                     classes=["0", "1"] if label else None,
+                     columns=[f"{owner}-c{i}" for i in range(COLS)])
+        up = Upload.describe(storage, dep, 1, owner, meta)
+        assert up.expect["ids"] == (2, rows, 2)
+        info = registry.for_sharing("passive3")
+        up.receive("data", info.share(np.zeros((rows, COLS), np.uint64))[1])
+        if label:
+            up.receive("labels", _shares()[1])
+        assert up.state == "receiving"  # the hashes are still missing
+        up.receive("ids", info.share(np.zeros((rows, 2), np.uint64))[1])
+        up.commit(is_coordinator=True, seq=None)
+    manifest, parts = storage.load_keyed("d")
+    assert manifest["layout"] == "keyed" and manifest["rows"] == ROWS - 2
+    assert [(ids.shape, data.shape) for ids, data in parts] == [
+        ((2, ROWS, 2), (2, ROWS, COLS + 1)), ((2, ROWS - 2, 2), (2, ROWS - 2, COLS))]
+
+
 def test_the_coordinator_numbers_contributions(setup: tuple[Deployment, Storage]) -> None:
     dep, storage = setup
     for i, owner in enumerate(("hospital-a", "hospital-b"), start=1):
