@@ -23,18 +23,20 @@ OWNERS = ("hospital-a", "hospital-b", "registry")
 
 def keyed_files(folder: Path, records: int, owners: int, overlap: float, seed: int = 3
                 ) -> list[Path]:
-    """``owners`` CSV files of one population: each holds a random ``overlap`` share of its
-    records plus records of its own, shuffled, with an ``pid`` column spelt differently by
-    each owner (case, blanks); the first holds the label, which depends on columns of all."""
+    """``owners`` CSV files of one population: each holds the same ``overlap`` share of its
+    records (the records all hold) plus records no other owner holds, shuffled, with a ``pid``
+    column spelt differently by each owner (case, blanks); the first holds the label, which
+    depends on columns of all."""
     rng = np.random.default_rng(seed)
-    population = int(records / overlap) + records
+    shared = int(records * overlap)
+    population = shared + owners * (records - shared)
     signal = rng.normal(size=(population, owners * 3))
     label = (signal[:, ::3].sum(axis=1) + 0.3 * rng.normal(size=population) > 0).astype(int)
-    common = rng.choice(population, int(records * overlap), replace=False)
-    rest = np.setdiff1d(np.arange(population), common)
+    everyone = rng.permutation(population)
+    common, rest = everyone[:shared], everyone[shared:].reshape(owners, -1)
     paths = []
     for o in range(owners):
-        own = rng.choice(rest, records - common.size, replace=False)
+        own = rest[o]
         held = rng.permutation(np.concatenate([common, own]))
         path = folder / f"owner{o}.csv"
         with open(path, "w", newline="") as f:
@@ -89,7 +91,18 @@ def _join_and_select(cluster: LocalCluster, tmp_path: Path, files: list[Path], s
 def test_two_owners_with_different_records_in_any_order(
         cluster: LocalCluster, tmp_path: Path, security: str) -> None:
     files = keyed_files(tmp_path, 120, 2, 0.6)
-    _join_and_select(cluster, tmp_path, files, security, 3, f"small-{security}")
+    name = f"small-{security}"
+    _join_and_select(cluster, tmp_path, files, security, 3, name)
+    listing = ok(cluster.client("analyst", "datasets"))
+    assert "keyed" in listing
+    # the result holds the joined rows (72 records are common) and trains as any other
+    assert " 72 " in ok(cluster.client("analyst", "results"))
+    ok(cluster.client("analyst", "train", "--result", name, "--model", f"{name}-lr",
+                      "--owner", "clinic", "--epochs", "5"))
+    model = tmp_path / "model.json"
+    ok(cluster.client("clinic", "model", "--model", f"{name}-lr", "--out", str(model),
+                      "--from", "analyst"))
+    assert model.exists()
 
 
 def test_keyed_shares_refuse_duplicates_and_need_the_key(cluster: LocalCluster,
