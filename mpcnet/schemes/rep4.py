@@ -98,7 +98,8 @@ class _Jmp:
     ``sender`` and ``hasher`` know the cross term of components {receiver, other}; ``receiver``
     gets component ``other``'s new value, ``other`` derives component ``receiver``'s from the
     PRF key of everyone but ``receiver``. It covers part ``part`` of ``parts`` equal parts of
-    the batch.
+    the batch. A ``silent`` one is computed by all but ``receiver`` and never sent: the
+    receiver does not need it (``shuffle``: it is left out of the next round).
     """
 
     sender: int
@@ -107,6 +108,7 @@ class _Jmp:
     other: int
     part: int = 0
     parts: int = 1
+    silent: bool = False
 
     def span(self, n: int) -> slice:
         return slice(self.part * n // self.parts, (self.part + 1) * n // self.parts)
@@ -132,9 +134,12 @@ _TRUNC_OPEN: tuple[_Jmp, ...] = (_Jmp(1, 2, 0, 3), _Jmp(0, 3, 1, 2))
 # ``shuffle``, the round that leaves party e out: the other three permute by a permutation of
 # K_e and jointly share component j's permuted words towards each of them, j, from the two
 # others (a sender and a voucher), with e as the party that draws j's new component from K_j.
+# Party e+1 is left out of the next round, which replaces its components, so the sharing
+# towards it is silent except in the last round.
 def _shuffle_jmps(excluded: int) -> tuple[_Jmp, ...]:
     a, b, c = (p for p in range(4) if p != excluded)
-    return (_Jmp(b, c, a, excluded), _Jmp(c, a, b, excluded), _Jmp(a, b, c, excluded))
+    return tuple(_Jmp(s, h, r, excluded, silent=excluded < 3 and r == (excluded + 1) % 4)
+                 for s, h, r in ((b, c, a), (c, a, b), (a, b, c)))
 
 
 _SHUFFLE: tuple[tuple[_Jmp, ...], ...] = tuple(_shuffle_jmps(e) for e in range(4))
@@ -153,11 +158,12 @@ class _Roles:
 
     @classmethod
     def of(cls, party: int, jmps: tuple[_Jmp, ...]) -> _Roles:
-        incoming = tuple(j for j in jmps if j.receiver == party)
+        sent = [j for j in jmps if not j.silent]
+        incoming = tuple(j for j in sent if j.receiver == party)
         return cls(incoming, tuple(sorted({j.sender for j in incoming})),
                    tuple(sorted({j.hasher for j in incoming})),
-                   tuple(sorted({j.receiver for j in jmps if j.sender == party})),
-                   tuple(sorted({j.receiver for j in jmps if j.hasher == party})))
+                   tuple(sorted({j.receiver for j in sent if j.sender == party})),
+                   tuple(sorted({j.receiver for j in sent if j.hasher == party})))
 
 # Opening: party p receives its missing component from p+1 and a digest of it from p+2.
 _OPEN_SENDER = 1
@@ -319,7 +325,8 @@ class Rep4(Scheme):
         def size(jmp: _Jmp) -> int:
             return len(range(n)[jmp.span(n)])
 
-        out_sizes = {q: sum(size(j) for j in jmps if j.sender == me and j.receiver == q)
+        out_sizes = {q: sum(size(j) for j in jmps
+                            if j.sender == me and j.receiver == q and not j.silent)
                      + (DIGEST_WORDS if q in roles.vouch_to else 0)
                      for q in self.engine.peers}
         # Static message pattern (the same for every n, so an empty batch still matches).
@@ -333,13 +340,14 @@ class Rep4(Scheme):
                 r = self._prf[g].words(k)
                 zg = z[self._slot(g), span]
                 plus(zg, r, out=zg)
-                if me == jmp.sender:
+                if me == jmp.sender and not jmp.silent:
                     w = sends[g][filled[g]:filled[g] + k]
                     filled[g] += k
                     minus(cross[frozenset((g, h))][span], r, out=w)
                 else:
                     w = minus(cross[frozenset((g, h))][span], r)
-                    self._out[g].update(w.data)
+                    if not jmp.silent:
+                        self._out[g].update(w.data)
                 zh = z[self._slot(h), span]
                 plus(zh, w, out=zh)
             elif me == h:
@@ -475,8 +483,9 @@ class Rep4(Scheme):
         lacks one of the four permutations and nothing links an input row to an output row.
         A cheater can change only what it sends, and its voucher's digest catches any change
         in the round it is sent, whatever the data (the resharing shuffle of Laur, Willemson
-        and Zhang, ISC 2011, with joint messages). About one word per value and party a
-        round, plus a digest."""
+        and Zhang, ISC 2011, with joint messages). Party e+1 is left out of the next round,
+        which replaces its components, so the sharing towards it is silent but in the last
+        round: nine joint messages of one word per value in four rounds, plus digests."""
         if x.binary:
             raise TypeError("shuffle takes arithmetic sharings")
         data = np.ascontiguousarray(x.data)
