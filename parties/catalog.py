@@ -38,14 +38,15 @@ from mpcnet.config import NAME_RE
 from mpcnet.errors import ConfigError, InputError
 from mpcnet.featsel.scores import DEFAULT_SCORE, score
 from mpcnet.fixedpoint import EXPONENT_RANGE, MAX_ROWS, VALUE_BITS
+from mpcnet.ops.join import MAX_CONTRIBUTIONS
 from mpcnet.parties.declared import Declared
 from mpcnet.schemes import registry
 
 LAYOUTS = ("rows", "columns", "keyed")
 _OPTIONS = {"rows": "--rows", "columns": "--columns", "keyed": "--columns --id COLUMN"}
 """The ``share`` options that make a contribution of each layout."""
-MAX_KEYED = 8
-"""Contributions a keyed dataset may have (``mpcnet.ops.join.MAX_CONTRIBUTIONS``)."""
+MAX_KEYED = MAX_CONTRIBUTIONS
+"""Contributions a keyed dataset may have (what ``mpcnet.ops.join`` aligns)."""
 MAX_COLUMNS = 1 << 20
 MAX_CELLS = 1 << 32
 """Bounds on one contribution (and a dataset): rows below MAX_ROWS (the exact split test's

@@ -135,3 +135,13 @@ def test_the_order_a_server_sees_does_not_follow_the_owners() -> None:
         values, _ = _run_join("passive3", parts)
         landed.add(int(np.flatnonzero(values[:, 0] == first_row)[0]))
     assert len(landed) >= 3  # six places, twelve runs: a fixed place would be one
+
+
+def test_keys_out_of_range_are_reduced_before_the_sort() -> None:
+    """A dishonest owner's hi at or above 2^57 (here + 2^62, which 16 hi would wrap) is taken
+    mod 2^57: the sort's comparisons stay a total order, and this owner's rows join as their
+    hi mod 2^57 says."""
+    parts, rows = _owners([list(range(0, 20)), list(range(8, 30))], [1, 2])
+    hashes, values = parts[1]
+    parts[1] = (hashes + np.array([1 << 62, 0], dtype=np.uint64), values)
+    assert _joined("passive3", parts) == (rows, 12)

@@ -7,8 +7,9 @@ that every contribution holds, in an order that depends on no owner's order, and
 each contribution's row count and the size of the intersection:
 
 1. Every contribution's rows go into one table of N = sum n_o rows: the sort key
-   hi' = 16 hi + o (o its contribution's number, so no two rows have equal keys: an owner's
-   client refuses two of its IDs whose hi agree, ``recordids``), lo, then the row's c_o
+   hi' = 16 (hi mod 2^57) + o (o its contribution's number, so no two rows have equal keys:
+   an owner's client refuses two of its IDs whose hi agree, ``recordids``; the reduction
+   mod 2^57, by a bit decomposition, keeps a dishonest owner's keys in range), lo, the c_o
    columns, padded with zeros (a sharing of zero under every scheme) to the widest
    contribution's: the table is max c_o wide, not sum c_o.
 2. The table is shuffled (``Scheme.shuffle``, every party lacks one permutation).
@@ -49,15 +50,14 @@ import numpy as np
 
 from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.ops.compare import msb
-from mpcnet.ops.convert import bit_to_arith
+from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith
+from mpcnet.recordids import HI_BITS
 from mpcnet.schemes.base import Scheme, Shared, concat, same_layout, split
 from mpcnet.schemes.base import join as stacked
 
 MAX_CONTRIBUTIONS = 8
 """Contributions one keyed dataset may have: their numbers fill the low 4 bits of the sort key,
 and the test of step 4 needs t <= 8."""
-HI_BITS, LO_BITS = 57, 61
-"""Bits of the two words of a record ID's hash (``mpcnet.recordids``)."""
 TAG_BITS = 4
 
 
@@ -70,24 +70,29 @@ class Joined:
     rows: int  # m, the size of the intersection (public)
 
 
-def sort_keys(s: Scheme, keys: Shared, contribution: int) -> Shared:
-    """(hi', lo) of one contribution's (hi, lo) hashes: hi' = 16 hi + its number; local."""
-    hi = s.add_public(s.mul_public(keys[:, 0], 1 << TAG_BITS), contribution)
-    return stacked([hi.reshape(keys.shape[0], 1), keys[:, 1:2]], axis=1)
+async def _below_2_57(s: Scheme, hi: Shared) -> Shared:
+    """hi mod 2^57 (a2b, mask, ``b2a_masked``): an honest owner's hi is unchanged, and no
+    owner can send a key that wraps the ring and makes the sort's comparisons depend on
+    more than the order of its rows (lo needs no such bound: the equality test is exact for
+    any words)."""
+    return await b2a_masked(s, s.and_public(await a2b(s, hi), (1 << HI_BITS) - 1))
 
 
-def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Shared:
-    """Step 1: the N x (2 + max c_o) table of every contribution's sort keys and columns,
-    each contribution's in the first c_o columns, zero after them (one array)."""
+def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Shared:
+    """Step 1: the N x (2 + max c_o) table of every contribution's sort key hi' = 16 hi + o
+    (``hi`` of every row, in contribution order), lo and columns, each contribution's in the
+    first c_o columns, zero after them (one array)."""
     widths = [values.shape[1] for _, values in parts]
     rows = [values.shape[0] for _, values in parts]
     lead = parts[0][1].data.shape[:s.lead]
-    same_layout([p for part in parts for p in part])
+    same_layout([hi, *(p for part in parts for p in part)])
     data = np.zeros(lead + (sum(rows), 2 + max(widths)), dtype=np.uint64)
     at = (slice(None),) * s.lead
     for o, (keys, values) in enumerate(parts):
         span = slice(sum(rows[:o]), sum(rows[:o + 1]))
-        data[at + (span, slice(0, 2))] = sort_keys(s, keys, o).data
+        tagged = s.add_public(s.mul_public(hi[span], 1 << TAG_BITS), o)
+        data[at + (span, 0)] = tagged.data
+        data[at + (span, 1)] = keys[:, 1].data
         data[at + (span, slice(2, 2 + widths[o]))] = values.data
     return Shared(data, s.lead)
 
@@ -148,7 +153,8 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joine
         raise InputError(f"a dataset keyed by record IDs needs 2 to {MAX_CONTRIBUTIONS} "
                          f"contributions to join, not {t}")
     with s.engine.phase("alignment"):
-        table = await s.shuffle(_table(s, parts))
+        hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]))
+        table = await s.shuffle(_table(s, parts, hi))
         keys = Shared(np.ascontiguousarray(table[:, 0].data), s.lead)
         ordered = table[await sort_order(s, keys)]
         n = ordered.shape[0] - t + 1  # rows that can start a record held by all (>= 1)
