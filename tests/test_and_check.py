@@ -4,6 +4,8 @@ accept correct ANDs and catch a wrong AND, a wrong matched triple and a wrong cu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -26,6 +28,11 @@ def test_the_rotation_matches_word_j_with_triple_j_plus_shift(start: int, count:
 
 def _shares(words: np.ndarray) -> list[np.ndarray]:
     return rep3.share(words, binary=True)
+
+
+def _keeper(noted: list[np.ndarray]) -> Callable[[np.ndarray], None]:
+    """A ``note`` that keeps a copy of each pool's t (``and_openings`` reuses its buffer)."""
+    return lambda t: noted.append(t.copy())
 
 
 def _check(errors: dict[str, tuple[int, ...]]) -> list[np.ndarray]:
@@ -55,8 +62,8 @@ def _check(errors: dict[str, tuple[int, ...]]) -> list[np.ndarray]:
         opened = to_open[0] if party == 0 else opened ^ to_open[0]  # slot 0: component i
         finishes.append(finish)
     ts: list[list[np.ndarray]] = [[], [], []]
-    for party, finish in enumerate(finishes):
-        finish(opened, lambda t, p=party: ts[p].append(t.copy()))
+    for noted, finish in zip(ts, finishes, strict=True):
+        finish(opened, _keeper(noted))
     return [ts[0][pool][0] ^ ts[1][pool][0] ^ ts[2][pool][0] for pool in range(pools)]
 
 

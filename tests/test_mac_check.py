@@ -43,6 +43,10 @@ def _observe(event: str, value: object) -> None:
     pass
 
 
+def _terms(coefficients: Callable[[int], np.ndarray]) -> Callable[[list[np.ndarray]], np.ndarray]:
+    return lambda records: local_terms(records, coefficients, _observe)
+
+
 def test_the_parties_terms_sum_to_the_weighted_sums_of_w_and_u() -> None:
     rng = np.random.default_rng(1)
     sizes = (3, _CHUNK + 5)  # one record in two cache-sized pieces
@@ -65,18 +69,17 @@ def test_folding_weighs_every_record_as_one_check_at_the_end_would() -> None:
     coefficients = np.stack(shares128(r, rng))
     for party in range(3):
         once, folded = MacRecords(), MacRecords()
-        assert not once.pending and once.take(lambda _: None) is None  # nothing queued
+        assert not once.pending and once.take(_terms(_stream(coefficients, party))) is None
         for data in records[party]:
             once.queue(data)
-        whole = once.take(lambda recs: local_terms(recs, _stream(coefficients, party),
-                                                   _observe))
-        stream = _stream(coefficients, party)
+        whole = once.take(_terms(_stream(coefficients, party)))
+        terms = _terms(_stream(coefficients, party))
         folded.queue(records[party][0])
         folded.queue(records[party][1])
-        folded.fold(lambda recs: local_terms(recs, stream, _observe))
+        folded.fold(terms)
         assert len(folded) == 0 and folded.pending  # freed, still to be checked
         folded.queue(records[party][2])
         assert len(folded) == 1
-        parts = folded.take(lambda recs: local_terms(recs, stream, _observe))
+        parts = folded.take(terms)
         np.testing.assert_array_equal(parts, whole)
         assert not folded.pending and not once.pending
