@@ -596,3 +596,21 @@ def test_a_freivalds_claim_is_checked_even_when_no_mac_record_is_left(cheater: i
     assert {o.check for o in checked if isinstance(o, CheatingDetected)} == {"MAC"}, checked
     skipped = run(SkipsWithoutRecords)
     assert all(isinstance(o, np.ndarray) and not np.array_equal(o, x @ y) for o in skipped)
+
+
+class ForgetsTheDigests(Spdz3):
+    async def _compare_digests(self, checks: tuple[str, ...]) -> None:
+        """A ``verify`` that stopped comparing the zero tests' claims."""
+
+
+def test_a_verify_that_leaves_a_check_pending_is_refused() -> None:
+    xs = rep3.share(np.arange(4, dtype=U64))
+
+    async def party(engine: RoundEngine) -> None:
+        s = await ForgetsTheDigests.setup(engine)
+        (x,) = await s.input(xs[engine.party])
+        await s.mul(x, x)
+        await s.verify()
+
+    for out in outcomes(3, party):
+        assert isinstance(out, RuntimeError) and "zero tests" in str(out), out

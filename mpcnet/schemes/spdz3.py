@@ -377,20 +377,23 @@ class Spdz3(Rep3Wide):
     def pending_checks(self) -> list[str]:
         """Every check with something queued: the inputs' digests, ANDs, MAC records (or
         folded terms) and zero tests' claims (Freivalds' among the MAC ones). ``verify``
-        runs while any is pending, so no queued claim waits for a check that never comes."""
+        runs whenever any is pending, so no queued claim waits for a check that never comes."""
         queued = {INPUTS: INPUTS in self._claims.pending, "AND": bool(self._ands),
                   "MAC": self._macs.pending,
                   "zero tests": bool(self._claims.pending & set(CHECKS))}
         return [check for check, pending in queued.items() if pending]
 
     async def verify(self) -> None:
-        """Check every pending check (``pending_checks``): four rounds (three without ANDs,
-        one with only inputs or only zero tests' claims); nothing when nothing is pending."""
+        """Run every pending check (``pending_checks``): four rounds (three without ANDs,
+        one with only inputs or only zero tests' claims); nothing when nothing is pending.
+        A check this method does not run would be left pending, which is refused."""
         await self.verify_inputs()
         if not self.pending_checks():
             return
         ands, self._ands = self._ands, []
         await self._check(ands, self._macs.take(self._mac_sums))
+        if self.pending_checks():
+            raise RuntimeError(f"verify left checks pending: {self.pending_checks()}")
 
     async def _check(self, ands: list[And], sums: np.ndarray | None) -> None:
         """The AND check of ``ands`` and the MAC check of this party's terms ``sums`` of w
