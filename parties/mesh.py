@@ -37,15 +37,17 @@ class Mesh:
     def parked(self) -> int:
         return len(self._parked)
 
-    async def dial(self, peer: int, hello: wire.PeerHello, timeout: float | None = None
+    async def dial(self, peer: int, hello: wire.PeerHello, probe: bool = False
                    ) -> FrameProtocol:
         """A connection to server ``peer`` that answered ``hello`` with ok (its refusal is
-        raised as the error it reported)."""
+        raised as the error it reported), within ``connect_timeout`` (``probe_timeout`` for a
+        reachability ``probe``)."""
         s = self.dep.servers[peer]
-        wait = timeout if timeout is not None else self.t.connect
+        wait, bound = ((self.t.probe, "probe_timeout") if probe
+                       else (self.t.connect, "connect_timeout"))
         conn = await dial(s.name, s.host, s.port, self.ctx, max_frame=self.dep.max_frame_bytes,
                           deadline=time.monotonic() + wait,
-                          handshake_timeout=min(self.t.handshake, wait))
+                          handshake_timeout=min(self.t.handshake, wait), bound=bound)
         conn.send(*wire.encode(hello))
         try:
             header, body = await conn.recv(timeout=min(self.t.handshake, wait))
@@ -64,7 +66,7 @@ class Mesh:
             s = self.dep.servers[i]
             try:
                 conn = await asyncio.wait_for(
-                    self.dial(i, wire.PeerHello(self.name, probe=True), self.t.probe),
+                    self.dial(i, wire.PeerHello(self.name, probe=True), probe=True),
                     self.t.probe + 1.0)
                 conn.close()
                 return s.name, "ok"
