@@ -16,10 +16,11 @@ import time
 from typing import Any
 
 from mpcnet.config import Deployment
-from mpcnet.errors import MPCError, PeerError
+from mpcnet.errors import HandshakeError, MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel, describe, dial
+from mpcnet.parties.peers import PeerStates
 
 log = logging.getLogger("mpcnet.party")
 
@@ -32,6 +33,7 @@ class Mesh:
         self.party = dep.party(name)
         self.t = dep.timeouts
         self._parked: dict[tuple[str, int], asyncio.Future[FrameProtocol]] = {}
+        self.peers = PeerStates([s.name for s in dep.servers if s.name != name])
 
     @property
     def parked(self) -> int:
@@ -45,16 +47,23 @@ class Mesh:
         s = self.dep.servers[peer]
         wait, bound = ((self.t.probe, "probe_timeout") if probe
                        else (self.t.connect, "connect_timeout"))
-        conn = await dial(s.name, s.host, s.port, self.ctx, max_frame=self.dep.max_frame_bytes,
-                          deadline=time.monotonic() + wait,
-                          handshake_timeout=min(self.t.handshake, wait), bound=bound)
-        conn.send(*wire.encode(hello))
         try:
-            header, body = await conn.recv(timeout=min(self.t.handshake, wait))
-            reply = wire.decode(header, body, conn.label)
-        except PeerError:
-            conn.close()
+            conn = await dial(s.name, s.host, s.port, self.ctx,
+                              max_frame=self.dep.max_frame_bytes,
+                              deadline=time.monotonic() + wait,
+                              handshake_timeout=min(self.t.handshake, wait), bound=bound)
+            conn.send(*wire.encode(hello))
+            try:
+                header, body = await conn.recv(timeout=min(self.t.handshake, wait))
+                reply = wire.decode(header, body, conn.label)
+            except PeerError:
+                conn.close()
+                raise
+        except PeerError as exc:
+            self.peers.seen(s.name, "refused" if isinstance(exc, HandshakeError) else "down",
+                            str(exc))
             raise
+        self.peers.seen(s.name, "up")  # it answered, even if to refuse
         if isinstance(reply, wire.Refused):
             conn.close()
             raise wire.error_of(header, prefix=f"{s.name} refused: ")
