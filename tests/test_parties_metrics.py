@@ -97,7 +97,8 @@ def test_the_exposition_of_job_records() -> None:
 
 # -- real servers ------------------------------------------------------------------------------
 class MetricsCluster(LocalCluster):
-    """Alice and bob serve metrics; carol is the cheating launcher, honest by default."""
+    """Alice and bob serve metrics (bob logs JSON lines); carol is the cheating launcher,
+    honest by default."""
 
     def __init__(self, folder: Path) -> None:
         super().__init__(folder, timeouts={"round_timeout": 3.0, "handshake_timeout": 3.0,
@@ -109,7 +110,8 @@ class MetricsCluster(LocalCluster):
     def server_argv(self, name: str) -> list[str]:
         if name == "carol":
             return [sys.executable, str(LAUNCHER), "--fault-file", str(self.fault_file)]
-        return [*super().server_argv(name), "--metrics-port", str(self.ports[name])]
+        fmt = ["--log-format", "json"] if name == "bob" else []
+        return [*super().server_argv(name), "--metrics-port", str(self.ports[name]), *fmt]
 
     def scrape(self, name: str, path: str = "/metrics") -> Samples:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ports[name]}{path}",
@@ -179,6 +181,11 @@ def test_jobs_bytes_durations_and_failed_checks_match_the_records(
         assert len(checks) == 1 and list(checks.values()) == [1], checks
         assert f"cheating detected: {next(iter(checks))} check failed" in error, error
         assert value(s, "mpc_jobs_cheating_detected_total") == 1
+    # bob's log holds the same failure as an event
+    failed = [e for e in map(json.loads, cluster.log("bob").splitlines())
+              if e.get("event") == "job.failed"]
+    assert [(e["job"], e["check"], e["error"]) for e in failed] == [
+        (records["bob"][1]["id"], next(iter(checks)), records["bob"][1]["error"])]
 
 
 def test_a_stopped_peer_is_down_within_the_probe_timeout(cluster: MetricsCluster) -> None:
