@@ -191,6 +191,9 @@ def test_no_share_value_or_key_reaches_a_log(run_logs: dict[str, Any]) -> None:
     assert all(len(text.splitlines()) >= 15 for text in logs.values()), logs
     for name, text in logs.items():
         assert not _leaks(text, secrets), f"{name}'s log holds {_leaks(text, secrets)[:5]}"
+    print(f"\n[logs] {sum(len(t.splitlines()) for t in logs.values())} lines of "
+          f"{len(logs)} servers: none holds any of "
+          + ", ".join(f"{len(v)} {k} forms" for k, v in secrets.items()))
     # the scan finds what it looks for: a share word, a cell or a key line planted in a log
     for what in ("share word of bob", "plaintext cell", "private key text"):
         planted = logs["alice"] + secrets[what][len(secrets[what]) // 2]
