@@ -3,8 +3,11 @@ the TLS handshake: a stopped (SIGSTOP) process, whose kernel still accepts conne
 
 Every client command must fail within ``probe_timeout`` (plus the interpreter's start), name
 the server, and name ``probe_timeout`` as what bounds the wait; not wait out the handshake
-timeout (set to 10 s here, its default, so that waiting on it cannot pass). Real
-``mpc-party`` processes over TLS on 127.0.0.1, driven through ``mpc-client``.
+timeout (10 s here, its default). As in ``test_e2e.py``, the bound asserted lies half way
+between the two, so that a loaded machine's slow start does not fail it but a client waiting
+for the handshake timeout does; the times themselves are printed (about 2.5 s each on a quiet
+machine: docs/reliability.md). Real ``mpc-party`` processes over TLS on 127.0.0.1, driven
+through ``mpc-client``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from mpcnet.net.tls import dial, run
 
 PROBE = 2.0      # probe_timeout, its default
 HANDSHAKE = 10.0  # handshake_timeout, its default: what bounded the wait before
-LIMIT = 3.0      # what a user may wait for a command with a frozen server
+LIMIT = (PROBE + HANDSHAKE) / 2
 
 
 def test_a_dial_to_a_port_that_never_handshakes_ends_by_the_deadline() -> None:
