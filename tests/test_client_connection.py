@@ -98,6 +98,9 @@ def test_every_command_fails_fast_naming_a_frozen_server(
     }
     carol = cluster.pid("carol")
     times: dict[str, float] = {}
+    t0 = time.monotonic()
+    ok(cluster.client("analyst", "--version"))
+    start_up = time.monotonic() - t0  # the interpreter and imports, for the printed figures
     os.kill(carol, signal.SIGSTOP)
     try:
         for what, (who, *args) in commands.items():
@@ -111,6 +114,7 @@ def test_every_command_fails_fast_naming_a_frozen_server(
     finally:
         os.kill(carol, signal.SIGCONT)
     print("\n[connection] carol frozen: "
-          + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
+          + ", ".join(f"{k} {v:.2f} s" for k, v in times.items())
+          + f" (mpc-client --version: {start_up:.2f} s)")
     assert not (tmp_path / "r.csv").exists() and not (tmp_path / "m.json").exists()
     ok(cluster.client("analyst", "status"))  # carol answers again once it runs
