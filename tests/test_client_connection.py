@@ -118,3 +118,21 @@ def test_every_command_fails_fast_naming_a_frozen_server(
           + f" (mpc-client --version: {start_up:.2f} s)")
     assert not (tmp_path / "r.csv").exists() and not (tmp_path / "m.json").exists()
     ok(cluster.client("analyst", "status"))  # carol answers again once it runs
+
+
+def test_a_frozen_coordinator_is_named_too(cluster: LocalCluster) -> None:
+    """The coordinator takes every job request: with it frozen, select and the listings fail
+    as fast, naming it."""
+    alice = cluster.pid("alice")
+    os.kill(alice, signal.SIGSTOP)
+    try:
+        for who, *args in (("analyst", "select", "--dataset", "d", "--k", "3", "--result", "y"),
+                           ("analyst", "datasets")):
+            t0 = time.monotonic()
+            r = cluster.client(who, *args)
+            took = time.monotonic() - t0
+            assert r.returncode == 3 and "alice" in r.stderr, (args, r.stderr)
+            assert "probe_timeout" in r.stdout + r.stderr and took <= LIMIT, (took, r.stderr)
+    finally:
+        os.kill(alice, signal.SIGCONT)
+    ok(cluster.client("analyst", "status"))
