@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cryptography import x509
 
 from mpcnet.config import Deployment, ServerConfig
-from mpcnet.errors import HandshakeError, MPCError, PeerError
+from mpcnet.errors import HandshakeError, MPCError, NotPinned, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import client_context, dial
+from mpcnet.pins import fingerprint
+
+
+def _own_fingerprint(cert: Path) -> str:
+    try:
+        return fingerprint(x509.load_pem_x509_certificate(cert.read_bytes()))
+    except (OSError, ValueError):
+        return "(unreadable)"
 
 
 def default_security(dep: Deployment) -> str:
@@ -46,8 +56,8 @@ class ServerSession:
     async def open(cls, dep: Deployment, identity: str, server: ServerConfig,
                    connect_timeout: float | None = None) -> ServerSession:
         cert, key = dep.identity(identity)
-        ctx = client_context(dep.ca, cert, key)
-        conn = await dial(server.name, server.host, server.port, ctx,
+        ctx = client_context(cert, key)
+        conn = await dial(server.name, server.host, server.port, ctx, pins=dep.pins(server.name),
                           max_frame=dep.max_frame_bytes,
                           deadline=time.monotonic() + (connect_timeout or dep.timeouts.connect),
                           handshake_timeout=dep.timeouts.handshake)
@@ -62,10 +72,11 @@ class ServerSession:
                 conn.close()
                 raise
             # TLS 1.3 reports a refused client certificate only after the handshake
-            raise HandshakeError(
-                f"{conn.label} refused the session before answering ({exc}); most likely it "
-                f"does not accept the certificate {cert} of {identity!r} (signed by another CA "
-                "or expired?). Check the deployment's [tls] files") from None
+            raise NotPinned(
+                f"{conn.label} refused the session before answering ({exc}): its deployment "
+                f"file does not pin the key {_own_fingerprint(cert)} of {identity!r} (or the "
+                f"certificate {cert} expired). Send its operator {cert.name} to pin "
+                "(mpc-certs pin) and reload") from None
         return session
 
     async def _receive(self, timeout: float | None = None

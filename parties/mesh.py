@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from mpcnet.config import Deployment
+from mpcnet.config import Deployment, Timeouts
 from mpcnet.errors import MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
@@ -30,8 +30,12 @@ class Mesh:
     def __init__(self, dep: Deployment, name: str, client_ctx: Any) -> None:
         self.dep, self.name, self.ctx = dep, name, client_ctx
         self.party = dep.party(name)
-        self.t = dep.timeouts
         self._parked: dict[tuple[str, int], asyncio.Future[FrameProtocol]] = {}
+
+    @property
+    def t(self) -> Timeouts:
+        """The timeouts of the deployment file as last (re)loaded."""
+        return self.dep.timeouts
 
     @property
     def parked(self) -> int:
@@ -43,7 +47,8 @@ class Mesh:
         raised as the error it reported)."""
         s = self.dep.servers[peer]
         wait = timeout if timeout is not None else self.t.connect
-        conn = await dial(s.name, s.host, s.port, self.ctx, max_frame=self.dep.max_frame_bytes,
+        conn = await dial(s.name, s.host, s.port, self.ctx, pins=self.dep.pins(s.name),
+                          max_frame=self.dep.max_frame_bytes,
                           deadline=time.monotonic() + wait,
                           handshake_timeout=min(self.t.handshake, wait))
         conn.send(*wire.encode(hello))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpcnet import __version__
-from mpcnet.config import check_name
+from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError, StorageError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
@@ -34,11 +34,20 @@ IDLE_TIMEOUT = 3600.0  # a client session may stay idle this long
 
 
 class ClientSession:
-    """The session of client ``name`` (role ``role``) on connection ``conn``."""
+    """The session of client ``name`` (role ``role``, key fingerprint ``key``) on connection
+    ``conn``."""
 
-    def __init__(self, server: PartyServer, conn: FrameProtocol, name: str, role: str) -> None:
-        self.s, self.conn, self.name, self.role = server, conn, name, role
+    def __init__(self, server: PartyServer, conn: FrameProtocol, name: str, role: str,
+                 key: str) -> None:
+        self.s, self.conn, self.name, self.role, self.key = server, conn, name, role, key
         self.uploads: dict[str, Upload] = {}
+
+    def admitted(self, dep: Deployment) -> bool:
+        """Whether deployment ``dep`` still admits this session: its key pinned for its
+        name, with the same role (else a reload closes it)."""
+        role = (dep.client(self.name).role if dep.is_client(self.name)
+                else "server" if dep.is_server(self.name) else None)
+        return role == self.role and self.key in dep.pins(self.name)
 
     def discard(self) -> None:
         """A session that ends before its commits leaves nothing behind."""
@@ -73,6 +82,14 @@ class ClientSession:
                     log.warning("refused %s to %s: %s", op, self.name, exc)
                 self.send(wire.Refused(exc if isinstance(exc, MPCError)
                                        else StorageError(str(exc))))
+
+    # -- the operator ---------------------------------------------------------------------
+    async def op_reload(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``mpc-party --reload``: only the server itself (its own key) reloads its file."""
+        if self.name != self.s.name:
+            raise AccessDenied(f"{self.name} may not reload {self.s.name}'s deployment file; "
+                               "its operator runs `mpc-party --reload` with its own key")
+        return self.s.reload()
 
     # -- read-only ------------------------------------------------------------------------
     async def op_status(self, args: dict[str, Any]) -> dict[str, Any]:
