@@ -24,7 +24,14 @@ from typing import Any
 from mpcnet import __version__, config
 from mpcnet.client import offline
 from mpcnet.client.offline import print_result, release
-from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
+from mpcnet.errors import (
+    AccessDenied,
+    CheatingDetected,
+    InputError,
+    MPCError,
+    NotPinned,
+    PeerError,
+)
 from mpcnet.featsel.scores import DEFAULT_SCORE, SCORES
 from mpcnet.net.tls import run
 
@@ -409,7 +416,8 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
 
 # (error class, exit status, what precedes the message), the first that matches applies
 _FAILURES: tuple[tuple[type[MPCError], int, str], ...] = (
-    (AccessDenied, 2, "access denied: "), (CheatingDetected, 4, ""), (PeerError, 3, ""),
+    (AccessDenied, 2, "access denied: "), (NotPinned, 2, "not pinned: "),
+    (CheatingDetected, 4, ""), (PeerError, 3, ""),
     (MPCError, 2, ""))
 
 

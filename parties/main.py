@@ -1,22 +1,27 @@
 """``mpc-party``: run one MPC server of a deployment.
 
     mpc-party --config deploy/local.toml --name alice
+    mpc-party --config deploy/local.toml --name alice --reload   # apply the edited file
 
 The server listens on its configured port for its peers and for clients, keeps its shares in
 its data_dir (folders mode 0700, files 0600), and runs jobs until it receives SIGINT or
-SIGTERM. Exit status 2 on a configuration, certificate or storage problem (the one-line reason
-is printed).
+SIGTERM. On SIGHUP, or when its operator runs ``--reload`` (which asks the running server over
+TLS with the server's own key, and prints what changed or why the file was refused), it
+re-reads its deployment file and applies it without a restart (``PartyServer.reload``). Exit
+status 2 on a configuration, key or storage problem (the one-line reason is printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from mpcnet import __version__, config
 from mpcnet.errors import MPCError
@@ -41,6 +46,7 @@ async def serve(dep: config.Deployment, name: str, ready_file: Path | None = Non
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.stopped.set)
+    loop.add_signal_handler(signal.SIGHUP, server.reload_logged)
     await server.stopped.wait()
     logging.getLogger("mpcnet.party").info("stopping")
     await server.stop()
@@ -57,7 +63,22 @@ def parser() -> argparse.ArgumentParser:
                    help="write the port here once listening (default: none)")
     p.add_argument("--log-level", help="override the deployment's log_level (default: the "
                    "file's, itself INFO by default)")
+    p.add_argument("--reload", action="store_true",
+                   help="make the running server NAME re-read and apply its deployment file, "
+                   "and print what changed (default: run the server)")
     return p
+
+
+async def ask_reload(dep: config.Deployment, name: str) -> dict[str, Any]:
+    """The running server ``name``'s answer to a reload request made with its own key."""
+    from mpcnet.client.connection import ServerSession
+
+    session = await ServerSession.open(dep, name, dep.server(name),
+                                       connect_timeout=dep.timeouts.probe)
+    try:
+        return await session.request("reload")
+    finally:
+        session.close()
 
 
 def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyServer) -> int:
@@ -66,6 +87,10 @@ def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyS
     try:
         dep = config.load(args.config)
         dep.server(args.name)
+        if args.reload:
+            changes = run(ask_reload(dep, args.name))
+            print(json.dumps(changes, indent=1))
+            return 0
         setup_logging(args.name, args.log_level or dep.log_level)
         os.umask(0o077)  # whatever this process creates is for its own user only (shares)
         keep_freed_memory()  # a job's large arrays are reused, not faulted in afresh
