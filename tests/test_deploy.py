@@ -56,7 +56,7 @@ def test_services_match_the_deployment_file(deploy: str) -> None:
         assert str(CONTAINER_CONFIG) in svc["command"]
         mounts = _mounts(svc)
         assert mounts[str(CONTAINER_CONFIG)] == f"./deploy/{deploy}.toml"
-        for path in (dep.ca, s.cert, s.key):
+        for path in (s.cert, s.key):
             inside = str(_in_container(dep, path))
             assert inside in mounts, f"{s.name} does not mount {inside}"
             assert (ROOT / mounts[inside]).resolve() == path

@@ -5,7 +5,8 @@ server's name, a name not in the deployment), identities and roles that do not m
 hand-crafted frames over a TLS session with a valid certificate (``mpcnet.net.framing``: wrong
 magic, lengths, dtype, shape, header, kind; oversized; cut), and a bounded flood of
 connections. Each must be refused without taking the server down or leaking anything, and a
-normal request must succeed right after. The logs are checked for key material, array dumps, tracebacks and the values sent.
+normal request must succeed right after. The logs are checked for key material, array dumps,
+tracebacks and the values sent.
 """
 
 from __future__ import annotations
