@@ -23,7 +23,7 @@ from mpcnet.errors import HandshakeError, MPCError, NotPinned, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import client_context, dial
-from mpcnet.pins import fingerprint
+from mpcnet.pins import days_left, fingerprint
 
 
 def _own_fingerprint(cert: Path) -> str:
@@ -178,13 +178,15 @@ class Connections:
                 sess = await self.probe_session(s)
                 try:
                     r = await sess.request("status", mesh=mesh)
+                    days = days_left(sess.conn.peer_certificate())
                 finally:
                     sess.close()
                 ok = all(v == "ok" for v in r.get("mesh", {}).values())
                 return {"server": s.name, "address": s.address, "reachable": True,
                         "version": r.get("version"), "mesh": r.get("mesh", {}),
                         "mesh_ok": ok, "running": r.get("running", []),
-                        "queued": r.get("queued", 0), "load": r.get("load", {})}
+                        "queued": r.get("queued", 0), "load": r.get("load", {}),
+                        "certificate_days": round(days, 1)}
             except MPCError as exc:
                 return {"server": s.name, "address": s.address, "reachable": False,
                         "error": str(exc), "mesh_ok": False}

@@ -75,8 +75,10 @@ class LocalCluster:
 
     def __init__(self, folder: Path, n_servers: int = 3, config_path: Path | None = None,
                  timeouts: dict[str, float] | None = None, make_certs: bool = True,
-                 extra_client_lines: dict[str, str] | None = None) -> None:
+                 extra_client_lines: dict[str, str] | None = None,
+                 server_configs: dict[str, Path] | None = None) -> None:
         self.folder = Path(folder)
+        self.server_configs = server_configs or {}  # a server's own copy of the file
         self.config_path = config_path or write_config(
             self.folder, n_servers, timeouts=timeouts, extra_client_lines=extra_client_lines)
         self.dep = config.load(self.config_path)
@@ -113,7 +115,8 @@ class LocalCluster:
             self.logs[name] = log_path
             with open(log_path, "ab") as log:
                 self.procs[name] = subprocess.Popen(
-                    [*self.server_argv(name), "--config", str(self.config_path),
+                    [*self.server_argv(name), "--config",
+                     str(self.server_configs.get(name, self.config_path)),
                      "--name", name, "--ready-file", str(ready)],
                     stdout=log, stderr=subprocess.STDOUT, env=self._env())
         deadline = time.monotonic() + wait

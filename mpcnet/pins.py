@@ -68,7 +68,7 @@ def check_certificate(name: str, cert: x509.Certificate, pinned: tuple[str, ...]
 def admit(dep: Deployment, cert: x509.Certificate, where: str, now: float | None = None) -> str:
     """The name ``cert`` stands for, if deployment ``dep`` pins its key for that name."""
     name = identity_of(cert).name
-    check_certificate(name, cert, dep.pins(name), f"{where} (deployment file {dep.path})", now)
+    check_certificate(name, cert, dep.pins(name), where, now)
     return name
 
 
