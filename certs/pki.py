@@ -60,6 +60,12 @@ def self_signed(name: str, days: int = LEAF_DAYS, not_before: dt.datetime | None
             .not_valid_before(start).not_valid_after(start + dt.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            # the key identifiers tell OpenSSL which of two certificates of one name (a key
+            # change) signed a certificate: without them it may try the other and refuse
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()),
+                           critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH,
                                                   ExtendedKeyUsageOID.SERVER_AUTH]),
                            critical=False)

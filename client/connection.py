@@ -12,25 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cryptography import x509
 
 from mpcnet.config import Deployment, ServerConfig
-from mpcnet.errors import HandshakeError, MPCError, NotPinned, PeerError
+from mpcnet.errors import HandshakeError, MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
-from mpcnet.net.tls import client_context, dial
-from mpcnet.pins import days_left, fingerprint
-
-
-def _own_fingerprint(cert: Path) -> str:
-    try:
-        return fingerprint(x509.load_pem_x509_certificate(cert.read_bytes()))
-    except (OSError, ValueError):
-        return "(unreadable)"
+from mpcnet.net.tls import client_context, dial, not_admitted
+from mpcnet.pins import days_left
 
 
 def default_security(dep: Deployment) -> str:
@@ -71,12 +62,7 @@ class ServerSession:
             if not conn.closed:
                 conn.close()
                 raise
-            # TLS 1.3 reports a refused client certificate only after the handshake
-            raise NotPinned(
-                f"{conn.label} refused the session before answering ({exc}): its deployment "
-                f"file does not pin the key {_own_fingerprint(cert)} of {identity!r} (or the "
-                f"certificate {cert} expired). Send its operator {cert.name} to pin "
-                "(mpc-certs pin) and reload") from None
+            raise not_admitted(conn.label, cert, exc) from None  # TLS 1.3: after the handshake
         return session
 
     async def _receive(self, timeout: float | None = None

@@ -19,7 +19,6 @@ from mpcnet.errors import AccessDenied, InputError
 # operation -> (roles that may use it, the command a user types for it)
 OPERATIONS: dict[str, tuple[frozenset[str], str]] = {
     "status": (frozenset({"owner", "analyst", "server"}), "status"),
-    "reload": (frozenset({"server"}), "mpc-party --reload"),
     "datasets": (frozenset({"owner", "analyst"}), "datasets"),
     "schema": (frozenset({"owner"}), "share"),
     "upload": (frozenset({"owner"}), "share"),
@@ -42,8 +41,7 @@ def check_operation(name: str, role: str, op: Any) -> str:
         raise InputError(f"unknown request {op!r}")
     roles, command = OPERATIONS[op]
     if role not in roles:
-        command = command if command.startswith("mpc-") else f"mpc-client {command}"
-        raise AccessDenied(f"{name} (role {role}) may not use `{command}` "
+        raise AccessDenied(f"{name} (role {role}) may not use `mpc-client {command}` "
                            f"(operation {op}); it needs the role {' or '.join(sorted(roles))}")
     return op
 

@@ -5,10 +5,11 @@
 
 The server listens on its configured port for its peers and for clients, keeps its shares in
 its data_dir (folders mode 0700, files 0600), and runs jobs until it receives SIGINT or
-SIGTERM. On SIGHUP, or when its operator runs ``--reload`` (which asks the running server over
-TLS with the server's own key, and prints what changed or why the file was refused), it
-re-reads its deployment file and applies it without a restart (``PartyServer.reload``). Exit
-status 2 on a configuration, key or storage problem (the one-line reason is printed).
+SIGTERM. On SIGHUP it re-reads its deployment file and applies it without a restart
+(``PartyServer.reload``). ``--reload``, run by its operator on its host, sends that signal to
+the server that holds NAME's data folder and prints what changed, or why the file was refused
+(exit 2; the server then runs on as before). Exit status 2 on a configuration, key or storage
+problem (the one-line reason is printed).
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from mpcnet import __version__, config
-from mpcnet.errors import MPCError
+from mpcnet.errors import ConfigError, MPCError
 from mpcnet.net.tls import run
 from mpcnet.parties.heap import keep_freed_memory
 from mpcnet.parties.server import PartyServer
+from mpcnet.parties.storage import running_pid
 
 
 def setup_logging(name: str, level: str) -> None:
@@ -69,16 +72,31 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def ask_reload(dep: config.Deployment, name: str) -> dict[str, Any]:
-    """The running server ``name``'s answer to a reload request made with its own key."""
-    from mpcnet.client.connection import ServerSession
-
-    session = await ServerSession.open(dep, name, dep.server(name),
-                                       connect_timeout=dep.timeouts.probe)
-    try:
-        return await session.request("reload")
-    finally:
-        session.close()
+def ask_reload(dep: config.Deployment, name: str, wait: float = 30.0) -> dict[str, Any]:
+    """Signal the server running on ``name``'s data folder to reload its file and return what
+    changed (``ConfigError`` with its reason if it refused the file). A local signal, not a
+    network request: only the server's own user on its host can ask."""
+    data = dep.server(name).data_dir
+    pid = running_pid(data)
+    if pid is None:
+        raise ConfigError(f"no server of {name} runs on {data}; start it with mpc-party")
+    outcome_file = data / "RELOAD.json"
+    asked = time.time()
+    os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            outcome = json.loads(outcome_file.read_text())
+        except (OSError, ValueError):
+            outcome = {}
+        if outcome.get("at", 0) >= asked:
+            if "error" in outcome:
+                raise ConfigError(f"the server refused the file and runs on as before: "
+                                  f"{outcome['error']}")
+            return outcome["changes"]  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise ConfigError(f"server {name} (pid {pid}) did not report a reload within {wait:.0f} s; "
+                      "see its log")
 
 
 def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyServer) -> int:
@@ -88,7 +106,7 @@ def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyS
         dep = config.load(args.config)
         dep.server(args.name)
         if args.reload:
-            changes = run(ask_reload(dep, args.name))
+            changes = ask_reload(dep, args.name)
             print(json.dumps(changes, indent=1))
             return 0
         setup_logging(args.name, args.log_level or dep.log_level)

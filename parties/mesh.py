@@ -19,7 +19,7 @@ from mpcnet.config import Deployment, Timeouts
 from mpcnet.errors import MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
-from mpcnet.net.tls import TLSChannel, describe, dial
+from mpcnet.net.tls import TLSChannel, describe, dial, not_admitted
 
 log = logging.getLogger("mpcnet.party")
 
@@ -51,11 +51,13 @@ class Mesh:
                           max_frame=self.dep.max_frame_bytes,
                           deadline=time.monotonic() + wait,
                           handshake_timeout=min(self.t.handshake, wait))
-        conn.send(*wire.encode(hello))
         try:
+            conn.send(*wire.encode(hello))
             header, body = await conn.recv(timeout=min(self.t.handshake, wait))
             reply = wire.decode(header, body, conn.label)
-        except PeerError:
+        except PeerError as exc:
+            if conn.closed:  # it closed before answering: TLS 1.3's refusal of our key
+                raise not_admitted(conn.label, self.dep.server(self.name).cert, exc) from None
             conn.close()
             raise
         if isinstance(reply, wire.Refused):

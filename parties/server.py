@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from typing import Any
 
 from cryptography import x509
@@ -138,11 +139,15 @@ class PartyServer:
         return summary
 
     def reload_logged(self) -> None:
-        """``reload`` on SIGHUP: a file that does not check is logged and not applied."""
+        """``reload`` on SIGHUP: a file that does not check is logged and not applied; the
+        outcome is recorded for ``mpc-party --reload``."""
+        outcome: dict[str, Any] = {"at": time.time()}
         try:
-            self.reload()
+            outcome["changes"] = self.reload()
         except MPCError as exc:
             log.error("reload refused, still running on the previous file: %s", exc)
+            outcome["error"] = str(exc)
+        self.storage.record_reload(outcome)
 
     async def stop(self) -> None:
         if self._server is not None:

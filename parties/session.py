@@ -83,14 +83,6 @@ class ClientSession:
                 self.send(wire.Refused(exc if isinstance(exc, MPCError)
                                        else StorageError(str(exc))))
 
-    # -- the operator ---------------------------------------------------------------------
-    async def op_reload(self, args: dict[str, Any]) -> dict[str, Any]:
-        """``mpc-party --reload``: only the server itself (its own key) reloads its file."""
-        if self.name != self.s.name:
-            raise AccessDenied(f"{self.name} may not reload {self.s.name}'s deployment file; "
-                               "its operator runs `mpc-party --reload` with its own key")
-        return self.s.reload()
-
     # -- read-only ------------------------------------------------------------------------
     async def op_status(self, args: dict[str, Any]) -> dict[str, Any]:
         """Health and this client's own jobs (a server, for healthchecks, sees every job and the

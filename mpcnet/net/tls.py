@@ -24,12 +24,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+from cryptography import x509
 
-from mpcnet.errors import CheatingDetected, ConfigError, HandshakeError, MPCError, PeerError
+from mpcnet.errors import (
+    CheatingDetected,
+    ConfigError,
+    HandshakeError,
+    MPCError,
+    NotPinned,
+    PeerError,
+)
 from mpcnet.net import wire
 from mpcnet.net.channel import Channel
 from mpcnet.net.framing import FrameProtocol
-from mpcnet.pins import check_certificate
+from mpcnet.pins import check_certificate, fingerprint
 
 T = TypeVar("T")
 log = logging.getLogger("mpcnet.net")
@@ -133,6 +141,21 @@ async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, pins: tu
                             "(connect_timeout in the deployment file bounds the wait)")
         await asyncio.sleep(min(delay, remaining))
         delay = min(delay * 2, 1.0)
+
+
+def not_admitted(label: str, cert: Path, exc: PeerError) -> NotPinned:
+    """The error of a server that closed a fresh session before answering its hello: with TLS
+    1.3 this is how a server refuses a client certificate it does not trust (the client's side
+    of the handshake completed before the server decided), so most likely its deployment file
+    does not pin our key."""
+    try:
+        ours = fingerprint(x509.load_pem_x509_certificate(cert.read_bytes()))
+    except (OSError, ValueError):
+        ours = "(unreadable)"
+    return NotPinned(f"{label} refused the session before answering ({exc}): most likely its "
+                     f"deployment file does not pin our key {ours} (or the certificate {cert} "
+                     f"expired); send its operator {cert.name} to pin (mpc-certs pin), then it "
+                     "reloads (mpc-party --reload)")
 
 
 class TLSChannel(Channel):
