@@ -1,6 +1,6 @@
 """``mpc-demo``: the whole product on one machine, with no configuration.
 
-Makes a CA and certificates in a work folder, starts three (or four, for active4) ``mpc-party``
+Makes every key in one work folder (one operator on one machine: ``mpc-certs local``), starts three (or four, for active4) ``mpc-party``
 processes on free 127.0.0.1 ports, shares a bundled dataset from two data owners split by rows,
 runs the selection, fetches and reconstructs D', checks it against the plaintext selection
 (``mpcnet.plain``) exactly, stops the servers and prints a summary. Exit status 0 only if D'

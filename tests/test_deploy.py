@@ -2,7 +2,7 @@
 
 Checks what can be checked without running containers: the file parses, every server of
 deploy/docker.toml (and docker4.toml with MPC_DEPLOY=docker4) is a service on its port, mounts
-the configuration, the CA, its own certificate and only its own key at the paths the
+the configuration, its own certificate and only its own key at the paths the
 configuration resolves to, keeps its data on a volume at its data_dir, and has a healthcheck.
 """
 

@@ -426,13 +426,13 @@ def test_identities_and_certificates_are_refused(env: Env,
                                    f'key = "{env.certs / "expired-analyst.key"}"')
     expired_cfg = cfg.with_name("expired.toml")
     expired_cfg.write_text(text)
-    err = refused(env.cluster.client("analyst", "datasets", config_path=expired_cfg), code=3)
-    assert "refused" in err and "expired" in err, err
+    err = refused(env.cluster.client("analyst", "datasets", config_path=expired_cfg), code=2)
+    assert "not pinned" in err and "expired" in err, err
     at_tls = sum(v in ("dropped", "handshake refused") for v in results.values())
     report(request, f"hostile: {len(results)}/{len(results)} identity/certificate cases "
            f"refused ({at_tls} dropped at the TLS or hello stage, {len(results) - at_tls} "
            "with a named error or role limit); a normal request succeeded after each; the "
-           "CLI with an expired certificate exits 3 saying so")
+           "CLI with an expired certificate exits 2 saying so")
 
 
 def test_malformed_frames_and_requests_are_refused(env: Env,
