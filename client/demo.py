@@ -1,10 +1,10 @@
 """``mpc-demo``: the whole product on one machine, with no configuration.
 
-Makes every key in one work folder (one operator on one machine: ``mpc-certs local``), starts three (or four, for active4) ``mpc-party``
-processes on free 127.0.0.1 ports, shares a bundled dataset from two data owners split by rows,
-runs the selection, fetches and reconstructs D', checks it against the plaintext selection
-(``mpcnet.plain``) exactly, stops the servers and prints a summary. Exit status 0 only if D'
-equals the plaintext result.
+Makes every key in one work folder (one operator on one machine, as ``mpc-certs local``),
+starts three (or four, for active4) ``mpc-party`` processes on free 127.0.0.1 ports, shares a
+bundled dataset from two data owners split by rows, runs the selection, fetches and
+reconstructs D', checks it against the plaintext selection (``mpcnet.plain``) exactly, stops
+the servers and prints a summary. Exit status 0 only if D' equals the plaintext result.
 
     mpc-demo [--dataset lsvt|cogload|speeddating] [--k K] [--security passive3|active3|active4]
              [--workdir DIR] [--keep]
