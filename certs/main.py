@@ -64,7 +64,8 @@ def parser() -> argparse.ArgumentParser:
                    "30)")
     s = sub.add_parser("local", help="one operator's local set-up: every key in one folder")
     s.add_argument("--config", required=True, type=Path, help="deployment TOML file")
-    s.add_argument("--force", action="store_true", help="replace the keys already there")
+    s.add_argument("--force", action="store_true",
+                   help="replace the keys already there (default: refuse to)")
     return p
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from mpcnet.config import NAME_RE
 from mpcnet.errors import HandshakeError
 
 
@@ -29,6 +30,9 @@ def identity_of(cert: x509.Certificate) -> Identity:
     if len(common) != 1 or not isinstance(common[0].value, str):
         raise HandshakeError("the certificate must have exactly one common name (its identity)")
     name = common[0].value
+    if not NAME_RE.fullmatch(name):
+        raise HandshakeError(f"the certificate names {name[:80]!r}, which is not a name of a "
+                             "deployment")
     try:
         dns = cert.extensions.get_extension_for_class(
             x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpcnet.config import NAME_RE, Deployment
-from mpcnet.errors import AccessDenied, HandshakeError, InputError
+from mpcnet.errors import AccessDenied, HandshakeError, InputError, NotPinned
 from mpcnet.pins import check_certificate
 
 DOMAIN = b"mpcnet job request v1\n"
@@ -182,8 +182,8 @@ class SignedRequest:
         deployment ``dep`` pins for that analyst and is valid now (``mpcnet.pins``), the
         analyst is an analyst of ``dep``, the analysts it shares with are analysts, the
         signature verifies, and it is within its validity, all as of ``now`` (default: the
-        clock; with ``CLOCK_SKEW`` of tolerance). ``AccessDenied`` saying which failed
-        otherwise."""
+        clock; with ``CLOCK_SKEW`` of tolerance). ``NotPinned`` if ``dep`` does not pin the
+        key that signed it for its analyst, ``AccessDenied`` saying which other check failed."""
         r = self.request
         try:
             cert = x509.load_pem_x509_certificate(self.certificate)
@@ -194,6 +194,8 @@ class SignedRequest:
         try:
             check_certificate(r.analyst, cert, dep.pins(r.analyst),
                               f"the job request (deployment file {dep.path})", now)
+        except NotPinned:
+            raise  # the reader's file does not admit that key: a refusal, not a forgery
         except HandshakeError as exc:
             raise AccessDenied(f"{type(exc).__name__}: {exc}") from None
         if not dep.is_client(r.analyst) or dep.client(r.analyst).role != "analyst":

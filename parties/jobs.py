@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpcnet.config import Deployment, check_name
-from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError
+from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, NotPinned
 from mpcnet.featsel import scores as featsel_scores
 from mpcnet.jobrequest import TRAIN_SCORE, JobRequest, SignedRequest
 from mpcnet.parties import catalog
@@ -213,6 +213,9 @@ class JobBook:
             signed.verify(self.dep)
             self._check_fresh(signed.request)
             job.signed = True
+        except NotPinned as exc:  # this server's operator does not admit that analyst's key
+            raise AccessDenied(f"{self.name} does not admit the key that signed job {job.id}: "
+                               f"{exc}") from None
         except (AccessDenied, InputError) as exc:
             raise refuse(str(exc)) from None
         for name in SPEC_FIELDS:

@@ -12,7 +12,7 @@ from mpcnet import config
 from mpcnet.certs.pki import local_deployment, self_signed, write_cert, write_key
 from mpcnet.client.local import CLIENTS, write_config
 from mpcnet.config import Deployment
-from mpcnet.errors import AccessDenied, InputError
+from mpcnet.errors import AccessDenied, InputError, NotPinned
 from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest
 
 
@@ -75,7 +75,7 @@ def test_a_key_not_pinned_for_the_analyst_or_an_expired_one_is_refused(dep: Depl
                                                                        tmp_path: Path) -> None:
     request = JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r")
     foreign = SignedRequest.sign(request, *_write(tmp_path, "x", "analyst"))
-    with pytest.raises(AccessDenied, match="NotPinned: .* of 'analyst' is not pinned"):
+    with pytest.raises(NotPinned, match="of 'analyst' is not pinned"):
         foreign.verify(dep)
     old = _write(tmp_path, "old", "analyst", days=1,
                  not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=10))
