@@ -269,6 +269,13 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
     if dupes:
         raise ConfigError(f"{path}: names must be unique across servers and clients (they are "
                           f"the certificates' names); repeated: {', '.join(dupes)}")
+    owners: dict[str, str] = {}
+    for entry in (*servers, *clients):
+        for pin in entry.pins:
+            if owners.setdefault(pin, entry.name) != entry.name:
+                raise ConfigError(f"{path}: the key {pin} is pinned for {owners[pin]} and for "
+                                  f"{entry.name}; one key stands for one name (each party "
+                                  "makes its own: mpc-certs keygen)")
     addrs = [(s.host, s.port) for s in servers]
     if len(set(addrs)) != len(addrs):
         raise ConfigError(f"{path}: two servers share one host:port")

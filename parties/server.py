@@ -48,9 +48,17 @@ from mpcnet.parties.mesh import Mesh
 from mpcnet.parties.runner import JobRunner, Runtime
 from mpcnet.parties.session import ClientSession
 from mpcnet.parties.storage import Storage
-from mpcnet.pins import admit, check_certificate, fingerprint, trust_store, unfound_pins
+from mpcnet.pins import (
+    admit,
+    check_certificate,
+    days_left,
+    fingerprint,
+    trust_store,
+    unfound_pins,
+)
 
 log = logging.getLogger("mpcnet.party")
+EXPIRY_WARNING_DAYS = 30.0  # a server warns at start and reload when its own certificate is due
 
 
 class PartyServer:
@@ -347,6 +355,9 @@ def check_own_key(dep: Deployment, name: str) -> None:
                           f"its key with `mpc-certs keygen {name}`") from None
     check_certificate(name, cert, dep.pins(name), f"{name}'s own certificate {me.cert} "
                       f"(deployment file {dep.path})")
+    if (left := days_left(cert)) < EXPIRY_WARNING_DAYS:
+        log.warning("%s's own certificate expires in %.0f days: make a new key (mpc-certs "
+                    "renew) for the others to pin", name, left)
 
 
 def _warn_unfound(dep: Deployment) -> None:

@@ -112,9 +112,12 @@ def test_memory_budget_takes_sizes_with_units(tmp_path: Path, text: str, size: i
 
 
 def test_pins_are_one_fingerprint_or_a_list(tmp_path: Path) -> None:
-    one, two = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    one, two, three = ("sha256:" + d * 64 for d in "123")
     dep = config.load(_write(tmp_path, SERVERS.replace('name = "a"', f'name = "a"\npin = "{one}"')
-                             + f'[[clients]]\nname = "x"\nrole = "owner"\npin = ["{one}", '
-                             f'"{two}", "{one}"]\n'))
-    assert dep.pins("a") == (one,) and dep.pins("x") == (one, two)
+                             + f'[[clients]]\nname = "x"\nrole = "owner"\npin = ["{two}", '
+                             f'"{three}", "{two}"]\n'))
+    assert dep.pins("a") == (one,) and dep.pins("x") == (two, three)
     assert dep.pins("b") == () and dep.pins("nobody") == ()
+    with pytest.raises(ConfigError, match=f"the key {one} is pinned for a and for x"):
+        config.load(_write(tmp_path, SERVERS.replace('name = "a"', f'name = "a"\npin = "{one}"')
+                           + f'[[clients]]\nname = "x"\nrole = "owner"\npin = "{one}"\n'))
