@@ -86,7 +86,7 @@ class LocalCluster:
         self.logs: dict[str, Path] = {}
         if make_certs and not any(self.dep.pins(n) for n in self.dep.names):
             from mpcnet.certs.pki import local_deployment
-            local_deployment(self.dep)  # every key in one folder: one operator, one machine
+            local_deployment(self.dep, force=True)  # every key in one folder: one operator
             self.dep = config.load(self.config_path)
 
     # -- processes ----------------------------------------------------------------------------
