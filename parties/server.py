@@ -130,10 +130,10 @@ class PartyServer:
         trust(self.server_ctx, trust_store(new))
         old, self.dep = self.dep, new
         self.jobs.dep = self.mesh.dep = self.runner.dep = new
-        closed = [sess.name for sess in list(self._sessions) if not sess.admitted(new)]
-        for sess in self._sessions:
-            if sess.name in closed:
-                sess.conn.close()
+        revoked = [sess for sess in self._sessions if not sess.admitted(new)]
+        for sess in revoked:
+            sess.conn.close()  # its serve() ends, which discards its staged uploads
+        closed = [sess.name for sess in revoked]
         refused = self.jobs.refuse_unadmitted(new)
         summary = {"added": sorted(set(new.names) - set(old.names)),
                    "removed": sorted(set(old.names) - set(new.names)),
