@@ -270,12 +270,13 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
         raise ConfigError(f"{path}: names must be unique across servers and clients (they are "
                           f"the certificates' names); repeated: {', '.join(dupes)}")
     owners: dict[str, str] = {}
-    for entry in (*servers, *clients):
-        for pin in entry.pins:
-            if owners.setdefault(pin, entry.name) != entry.name:
+    named = [(s.name, s.pins) for s in servers] + [(c.name, c.pins) for c in clients]
+    for name, pins in named:
+        for pin in pins:
+            if owners.setdefault(pin, name) != name:
                 raise ConfigError(f"{path}: the key {pin} is pinned for {owners[pin]} and for "
-                                  f"{entry.name}; one key stands for one name (each party "
-                                  "makes its own: mpc-certs keygen)")
+                                  f"{name}; one key stands for one name (each party makes its "
+                                  "own: mpc-certs keygen)")
     addrs = [(s.host, s.port) for s in servers]
     if len(set(addrs)) != len(addrs):
         raise ConfigError(f"{path}: two servers share one host:port")
