@@ -54,9 +54,10 @@ def set_pins(path: Path, pins: dict[str, list[str]]) -> None:
     for name, fps in pins.items():
         start, end = _entry_lines(lines, name, path)
         at = next((i for i in range(start + 1, end) if PIN_LINE_RE.match(lines[i])), None)
-        if at is None:
-            named = next(i for i in range(start + 1, end) if NAME_LINE_RE.match(lines[i]))
-            lines.insert(named + 1, _pin_line(fps))
+        if at is None:  # after the entry's last key
+            last_key = max(i for i in range(start + 1, end)
+                           if lines[i].strip() and not lines[i].lstrip().startswith("#"))
+            lines.insert(last_key + 1, _pin_line(fps))
             continue
         last = at
         if "[" in lines[at].split("=", 1)[1] and "]" not in lines[at]:  # a list over lines
