@@ -124,10 +124,9 @@ def test_a_server_opens_bits_and_the_size_of_the_intersection_only() -> None:
     assert kind == "value" and set(np.unique(flags)) <= {0, 1} and int(flags.sum()) == m == 16
 
 
-def test_the_order_a_server_sees_does_not_follow_the_owners() -> None:
-    """The first row of the first owner's file: where it lands in the sorted order that
-    party 0 sees (hi' sorts by hash, so follow the row through the shuffle instead: its
-    position among the flags' rows) differs from run to run."""
+def test_the_aligned_order_does_not_follow_the_owners() -> None:
+    """The first row of the first owner's file lands at another row of the aligned dataset
+    from run to run (the second shuffle's order, which the flags' positions show)."""
     parts, _ = _owners([list(range(6)), list(range(6))], [1, 1])
     first_row = int(parts[0][1][0, 0])
     landed = set()
