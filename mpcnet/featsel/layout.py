@@ -8,7 +8,11 @@ the interpreter and the ranking (``held_bytes``). The rest of the budget goes to
 - when even one column of m rows does not, a column is scored in tiles of ``tile_rows`` rows
   (``mpcnet.featsel.msgini.class_counts``: its column sum first, then the class counts of each
   tile), so memory does not grow with m at all;
-- D' = D x T is computed ``product_rows`` rows at a time.
+- D' = D x T is computed ``product_rows`` rows at a time;
+- the per-feature step that turns a block's statistics into fractions runs for ``finishing``
+  blocks at once, their rounds together (``RoundEngine.together``), as many as the per-feature
+  bytes of their columns fit the budget: a score's whole-column step (the best-split Gini's)
+  one block at a time.
 
 The layout depends on public numbers only (m, p, the classes, k, the setting, the budget the
 servers agreed on), so every server cuts the job alike.
@@ -59,9 +63,11 @@ class Layout:
     tile_rows: int  # rows per scoring tile (m: whole columns)
     product_rows: int  # rows of D' computed at once
     usable: int  # bytes left for blocks
+    finishing: int = 1  # blocks whose statistics become fractions at once
 
     def figures(self, m: int, p: int) -> dict[str, int]:
         return {"block_columns": self.columns, "blocks": -(-p // self.columns),
+                "blocks_finished_together": self.finishing,
                 "tile_rows": self.tile_rows, "tiles": -(-m // self.tile_rows),
                 "row_blocks": -(-m // self.product_rows)}
 
@@ -111,4 +117,7 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     columns, tile_rows = (_even(p, columns) if columns >= 1 else 0), _even(m, tile_rows)
     product_cell = SCORING_BYTES_PER_CELL[setting]
     product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))
-    return Layout(max(1, columns), tile_rows, product_rows, usable)
+    columns = max(1, columns)
+    blocks = -(-p // columns)
+    finishing = 1 if whole_columns else min(blocks, max(1, usable // max(1, columns * per_feature)))
+    return Layout(columns, tile_rows, product_rows, usable, finishing)
