@@ -203,3 +203,21 @@ def test_a_power_of_two_rows_in_digits(n_classes: int) -> None:
         ds = EncodedDataset(ds.columns, ds.values, ds.exponents, ds.classes, ds.codes)
     reduced, _, _ = private_selection("passive3", ds, 2)
     np.testing.assert_array_equal(reduced, ds.values[:, plain_selection(ds, 2)])
+
+
+def test_the_blocks_fractions_share_their_rounds(scheme: str) -> None:
+    """Scoring in blocks costs one block's rounds for the fractions whatever the number of
+    blocks (``RoundEngine.together``): each further block adds only its statistics' rounds,
+    under half of what a whole block's scoring costs, and the selection is the same."""
+    ds = _synthetic(300, 12, 3, seed=12)
+    k = 4
+    budget = held_bytes(scheme, 300, 3, k) + 3 * 300 * SCORING_BYTES_PER_CELL[scheme]
+    whole = select_in_process(scheme, ds.values, ds.label_matrix, 3, k, ds.exponents)
+    blocks = select_in_process(scheme, ds.values, ds.label_matrix, 3, k, ds.exponents,
+                               memory_budget=budget)
+    assert blocks.plan["blocks"] == 4 and blocks.plan["blocks_finished_together"] == 4
+    one = whole.report["phases"]["scoring"]["rounds"]
+    extra = blocks.report["phases"]["scoring"]["rounds"] - one
+    assert extra <= 3 * one * 4 / 5  # before: 3 * one and more (a block's fractions, checks)
+    np.testing.assert_array_equal(blocks.reduced, whole.reduced)
+    np.testing.assert_array_equal(blocks.reduced, ds.values[:, plain_selection(ds, k)])
