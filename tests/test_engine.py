@@ -152,3 +152,15 @@ def test_together_refuses_a_peer_whose_members_differ() -> None:
 
     messages = run_local_sync(3, party, round_timeout=2.0)
     assert "party 1 sent arrays of computations [0, 1, 2]" in str(messages[2])
+
+
+def test_a_check_inside_together_is_refused() -> None:
+    async def party(engine: RoundEngine):  # type: ignore[no-untyped-def]
+        async def checks() -> None:
+            engine.alone("verify")
+
+        engine.alone("verify")  # outside a group: fine
+        with pytest.raises(RuntimeError, match="verify inside RoundEngine.together"):
+            await engine.together(checks(), _ring_job(engine, 1, 1))
+
+    run_local_sync(3, party)

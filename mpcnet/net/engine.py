@@ -145,6 +145,14 @@ class RoundEngine:
             group.wake.set()
         return await answer
 
+    def alone(self, what: str) -> None:
+        """Refuse ``what`` inside ``together``: a scheme's check or opening (``Scheme.verify``
+        and what calls it) must see every value it tests fixed, and a member's check would
+        run while the other members still compute, their openings in its rounds."""
+        if _MEMBER.get() is not None:
+            raise RuntimeError(f"party {self.party}: {what} inside RoundEngine.together; run "
+                               "checks and openings after the group")
+
     async def together(self, *jobs: Awaitable[T]) -> list[T]:
         """Run independent computations in lockstep and return their results in order: the
         r-th exchange of every member still running travels in one message per peer, so the
@@ -152,10 +160,10 @@ class RoundEngine:
 
         Every party must pass the same members in the same order, and a member may await
         nothing but this engine's exchanges (no sleeps, no other tasks, no phases of its
-        own): after each round the members resume one after another in their order, each
-        until its next exchange, so their local steps (a scheme's correlated randomness, its
-        queued checks) happen in the same order at every party. The first member to fail
-        cancels the others and its error is raised."""
+        own, no checks or openings: ``alone``): after each round the members resume one after
+        another in their order, each until its next exchange, so their local steps (a
+        scheme's correlated randomness, its queued check records) happen in the same order at
+        every party. The first member to fail cancels the others and its error is raised."""
         if not jobs:
             return []
         group = _Group(len(jobs))
