@@ -35,6 +35,13 @@ the planner's own figure (measured: bench.large, bench/README)."""
 WORD_BYTES = {"passive3": 16, "active3": 64, "active4": 24}
 """Bytes one party's share of one ring element takes (components, MAC, limbs)."""
 
+PRODUCT_BYTES_PER_CELL = {name: 4 * size for name, size in WORD_BYTES.items()}
+"""Peak bytes per data cell of a row block of D' = D x T: the block as read, its input sharing
+and the product's terms, counted four words (measured in process: at most 13, 23 and 87 bytes
+above the shares read under passive3, active4 and active3). A sign test's bytes per cell, which
+the product used before, is 10 to 40 times more: three to fifteen times as many row blocks,
+each a few rounds (an input check, the product's output check)."""
+
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
 
@@ -115,7 +122,7 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     tile_rows = m if columns >= 1 else min(usable // per_cell, max(cap, MIN_TILE_CELLS))
     # blocks and tiles of even size: a small last one's AND check costs more per AND word
     columns, tile_rows = (_even(p, columns) if columns >= 1 else 0), _even(m, tile_rows)
-    product_cell = SCORING_BYTES_PER_CELL[setting]
+    product_cell = PRODUCT_BYTES_PER_CELL[setting]
     product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))
     columns = max(1, columns)
     blocks = -(-p // columns)
