@@ -683,3 +683,37 @@ def test_four_servers_active4(tmp_path: Path, files: dict[str, Path]) -> None:
                 (tmp_path / f"{score}-p.csv").read_text()
         model = _trained_model(four, tmp_path, "r", "m", "active4")
         assert model["columns"] == ["f1", "f2", "f3", "f4"] and len(model["scale"]) == 4
+
+
+@pytest.mark.parametrize("security", ["passive3", "active3"])
+def test_a_job_in_blocks_bundles_its_rounds_over_tls(tmp_path: Path, security: str) -> None:
+    """A memory budget that cuts the job into blocks: the blocks' fractions share their rounds
+    (``RoundEngine.together``, bundles of arrays over real TLS links) and D' equals the
+    plaintext selection."""
+    from reliability_common import plaintext
+
+    rng = np.random.default_rng(7)
+    m, p, k = 3000, 40, 5
+    labels = rng.integers(0, 3, m)
+    values = rng.integers(-500, 500, (m, p)) + labels[:, None] * rng.integers(0, 40, p)
+    source = tmp_path / "blocks.csv"
+    with open(source, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow([f"f{j}" for j in range(p)] + ["label"])
+        out.writerows([*row, f"c{c}"] for row, c in zip(values.tolist(), labels, strict=True))
+    folder = tmp_path / "deploy"
+    cfg = write_config(folder, 3)
+    cfg.write_text(cfg.read_text().replace("[deployment]\n",
+                                           '[deployment]\nmemory_budget = "280 MiB"\n', 1))
+    with LocalCluster(folder, config_path=cfg) as c:
+        c.start()
+        ok(c.client("hospital-a", "share", str(source), "--dataset", "big", "--label", "label",
+                    "--security", security))
+        job = json.loads(ok(c.client("analyst", "--json", "select", "--dataset", "big", "--k",
+                                     str(k), "--result", "big-r", "--security", security)))
+        target = tmp_path / "reduced.csv"
+        ok(c.client("analyst", "fetch", "--result", "big-r", "--out", str(target)))
+    plan = job["figures"]["plan"]
+    assert plan["blocks"] > 1 and plan["blocks_finished_together"] == plan["blocks"]
+    np.testing.assert_array_equal(_reduced(target)[1].astype(np.float64),
+                                  plaintext([source], k))

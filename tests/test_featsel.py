@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_protocol
 
 from mpcnet.dataset import read_bundled
 from mpcnet.encoded import EncodedDataset, encode_table
 from mpcnet.errors import InputError
 from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, held_bytes
 from mpcnet.featsel.local import select_in_process
+from mpcnet.featsel.scores import SCORES
 from mpcnet.plain.scores import msgini_fraction
 from mpcnet.plain.select import topk_fraction
 
@@ -74,18 +76,20 @@ def test_multiclass_constant_features_and_ties(scheme: str, n_classes: int) -> N
 
 
 def test_rounds_constant_and_bytes_linear() -> None:
+    """Rounds do not depend on m, p and k, within one width of the narrow sign test of the
+    counts (``compare.signed_bits``: 9 and 11 bits here, lanes of 16)."""
     figures = {}
-    for m, p, k in [(64, 8, 2), (256, 8, 2), (64, 32, 2), (64, 32, 20)]:
+    for m, p, k in [(128, 8, 2), (512, 8, 2), (128, 32, 2), (128, 32, 20)]:
         _, _, report = private_selection("passive3", _synthetic(m, p, 2, seed=m + p), k)
         figures[(m, p, k)] = report
     assert len({r["rounds"] for r in figures.values()}) == 1
     scoring = {key: r["phases"]["scoring"]["bytes_sent"] for key, r in figures.items()}
     product = {key: r["phases"]["product"]["bytes_sent"] for key, r in figures.items()}
     # scoring grows with m*p (comparisons), the product with m*k (one reshare of D')
-    assert scoring[(256, 8, 2)] / scoring[(64, 8, 2)] == pytest.approx(4, rel=0.1)
-    assert scoring[(64, 32, 2)] / scoring[(64, 8, 2)] == pytest.approx(4, rel=0.1)
-    assert product[(64, 32, 20)] == 64 * 20 * 8
-    assert product[(256, 8, 2)] == 256 * 2 * 8
+    assert scoring[(512, 8, 2)] / scoring[(128, 8, 2)] == pytest.approx(4, rel=0.1)
+    assert scoring[(128, 32, 2)] / scoring[(128, 8, 2)] == pytest.approx(4, rel=0.1)
+    assert product[(128, 32, 20)] == 128 * 20 * 8
+    assert product[(512, 8, 2)] == 512 * 2 * 8
 
 
 def test_bad_k_and_label_shape_are_refused() -> None:
@@ -203,3 +207,45 @@ def test_a_power_of_two_rows_in_digits(n_classes: int) -> None:
         ds = EncodedDataset(ds.columns, ds.values, ds.exponents, ds.classes, ds.codes)
     reduced, _, _ = private_selection("passive3", ds, 2)
     np.testing.assert_array_equal(reduced, ds.values[:, plain_selection(ds, 2)])
+
+
+def _fraction_rounds(scheme: str, ds: EncodedDataset, columns: int) -> int:
+    """Rounds of MS-GINI's per-feature step (statistics to fractions) on ``columns`` columns."""
+    m = ds.values.shape[0]
+    ms_gini = SCORES["ms-gini"]
+    plan = ms_gini.limb_plan(m, ds.n_classes, 1)
+
+    async def body(s, data, labels):  # type: ignore[no-untyped-def]
+        stats = await ms_gini.statistics(s, data[:, :columns], labels, s.sum(data, 0)[:columns],
+                                         m)
+        before = s.engine.rounds
+        await ms_gini.of_statistics(s, stats, s.sum(labels, 0), m, plan)
+        return s.engine.rounds - before
+
+    return run_protocol(scheme, {"data": ds.values, "labels": ds.label_matrix}, body)[0]
+
+
+def test_the_blocks_fractions_share_their_rounds(scheme: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring in blocks pays the rounds of one block's fractions whatever the number of
+    blocks (``RoundEngine.together``): finishing the 4 blocks one at a time instead costs 3
+    more times those rounds, and the selection is the same either way."""
+    from mpcnet.featsel import gini_fs
+
+    ds = _synthetic(300, 12, 3, seed=12)
+    k = 4
+    budget = held_bytes(scheme, 300, 3, k) + 3 * 300 * SCORING_BYTES_PER_CELL[scheme]
+    shared = select_in_process(scheme, ds.values, ds.label_matrix, 3, k, ds.exponents,
+                               memory_budget=budget)
+    assert shared.plan["blocks"] == 4 and shared.plan["blocks_finished_together"] == 4
+    layout = gini_fs.layout
+    monkeypatch.setattr(gini_fs, "layout", lambda *args: dataclasses.replace(layout(*args),
+                                                                              finishing=1))
+    alone = select_in_process(scheme, ds.values, ds.label_matrix, 3, k, ds.exponents,
+                              memory_budget=budget)
+    assert alone.plan["blocks_finished_together"] == 1
+    fractions = _fraction_rounds(scheme, ds, 3)
+    assert fractions >= 8
+    assert alone.report["rounds"] - shared.report["rounds"] == 3 * fractions
+    np.testing.assert_array_equal(shared.reduced, alone.reduced)
+    np.testing.assert_array_equal(shared.reduced, ds.values[:, plain_selection(ds, k)])

@@ -30,6 +30,32 @@ def test_ltz_and_msb(scheme: str, n: int) -> None:
     np.testing.assert_array_equal(binary, (x < 0).astype(np.uint64))
 
 
+@pytest.mark.parametrize("bits", [2, 3, 5, 8, 15, 16, 17, 32])
+def test_narrow_sign_tests_within_their_bound(scheme: str, bits: int) -> None:
+    """``bits`` < 64: every |x| < 2^(bits-1) (and -2^(bits-1)), its edges and random values,
+    with the other bits of the ring words in use by the shares; fewer rounds than 64 bits."""
+    half = 1 << (bits - 1)
+    rng = np.random.default_rng(bits)
+    x = np.concatenate([np.array([0, 1, -1, half - 1, -half, -half + 1, half // 2]),
+                        rng.integers(-half, half, 70)]).astype(np.int64).reshape(7, 11)
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        before = s.engine.rounds
+        binary = await msb(s, x, bits)
+        narrow_rounds = s.engine.rounds - before
+        before = s.engine.rounds
+        await msb(s, x)
+        wide_rounds = s.engine.rounds - before
+        return (await s.open(await ltz(s, x, bits)), await s.open_binary(binary),
+                narrow_rounds, wide_rounds)
+
+    arith, binary, narrow, wide = opened(run_protocol(scheme, {"x": x}, body))
+    np.testing.assert_array_equal(arith, (x < 0).astype(np.uint64))
+    np.testing.assert_array_equal(binary, (x < 0).astype(np.uint64))
+    width = 1 << max(1, (bits - 1).bit_length())
+    assert narrow == wide - 6 + int(np.log2(width)) < wide
+
+
 def test_ltz_keeps_shape(scheme: str) -> None:
     x = np.arange(-6, 6, dtype=np.int64).reshape(3, 4)
 

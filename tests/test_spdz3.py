@@ -614,3 +614,38 @@ def test_a_verify_that_leaves_a_check_pending_is_refused() -> None:
 
     for out in outcomes(3, party):
         assert isinstance(out, RuntimeError) and "zero tests" in str(out), out
+
+
+def test_no_check_or_opening_runs_inside_a_group_of_computations() -> None:
+    """Inside ``RoundEngine.together`` another member's rounds would travel with a check's, and
+    an opening would run while the other members still queue records: verify, checkpoint,
+    open and a pending input check are refused there, masked openings and products are not."""
+    shares = rep3.share(np.arange(4, dtype=U64))
+
+    async def party(engine: RoundEngine) -> list[str]:
+        s = await Spdz3.setup(engine)
+        (x,) = await s.input(shares[engine.party])
+        refused = []
+        for name, step in (("verify", s.verify), ("checkpoint", s.checkpoint),
+                           ("open", lambda: s.open(x)), ("output", lambda: s.output(x))):
+            try:
+                await engine.together(step(), s.mul(x, x))
+            except RuntimeError as exc:
+                assert "inside RoundEngine.together" in str(exc)
+                refused.append(name)
+        s.note_input(x)
+        try:
+            await engine.together(s.open_masked(x))
+        except RuntimeError:
+            refused.append("input check")
+        await s.verify_inputs()
+        masked, product = await engine.together(s.open_masked(x), s.mul(x, x))
+        return refused + [str(await s.open(product) == np.arange(4, dtype=U64) ** 2)]
+
+    async def main() -> list[list[str]]:
+        engines = [RoundEngine(ch, round_timeout=5) for ch in loopback_mesh(3)]
+        return list(await asyncio.gather(*(party(e) for e in engines)))
+
+    for out in asyncio.run(main()):
+        assert out == ["verify", "checkpoint", "open", "output", "input check",
+                       str(np.full(4, True))]

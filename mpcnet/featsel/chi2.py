@@ -34,7 +34,7 @@ from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import MAX_RANKED_ROWS, split_table, square_fractions, square_plan
 from mpcnet.ops import bigint
 from mpcnet.ops.bigint import Big
-from mpcnet.ops.compare import ltz
+from mpcnet.ops.compare import ltz, signed_bits
 from mpcnet.ops.fraction import Fractions, LimbPlan, fewest_levels
 from mpcnet.schemes.base import Scheme, Shared, concat
 
@@ -128,8 +128,8 @@ async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts:
     n, p = below_all.shape
     sizes = concat([label_counts, s.add_public(s.neg(s.sum(label_counts, 0)).reshape(1), m)])
     counts = concat([below_all, above_all])
-    squares = await s.mul(counts, counts)  # 2n x p, each below 2^48
-    zero = await ltz(s, s.add_public(concat([b, sizes]), -1))
+    squares, zero = await s.engine.together(  # 2n x p squares, each below 2^48; counts <= m
+        s.mul(counts, counts), ltz(s, s.add_public(concat([b, sizes]), -1), signed_bits(m)))
     b_nonzero, sizes = s.add(b, zero[:p]), s.add(sizes, zero[p:])
     if not plan.signed:  # P m < 2^64: the weighted sums X and Y fit a word
         weights = await _weights(s, sizes)

@@ -125,13 +125,12 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
                           cut.usable, method)
     with s.engine.phase("scoring"):
         one_hot = await one_hot_products(s, labels)
-        parts = [await _score(s, data, labels, slice(start, min(p, start + cut.columns)),
-                              cut, topk.limbs, scoring)
-                 for start in range(0, p, cut.columns)]
+        blocks = [slice(start, min(p, start + cut.columns)) for start in range(0, p, cut.columns)]
+        stats = [await _statistics(s, data, labels, columns, cut, scoring) for columns in blocks]
+        parts = await _fractions(s, stats, labels, m, cut, topk.limbs, scoring)
     with s.engine.phase("selection"):
-        fractions = join(parts)
-        selection = (await topk_ranking(s, fractions, k) if topk.method == "ranking"
-                     else await topk_network(s, fractions, k, topk.batch))
+        selection = (await topk_ranking(s, parts, k) if topk.method == "ranking"
+                     else await topk_network(s, parts, k, topk.batch))
     with s.engine.phase("product"):
         pieces = []
         for start in range(0, m, cut.product_rows):
@@ -152,14 +151,13 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
                            dict(topk.figures(), **cut.figures(m, p)))
 
 
-async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
-                 plan: LimbPlan, scoring: Score) -> Fractions:
-    """The fractions of one block of columns: in one go, or tile by tile of rows when a column
+async def _statistics(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
+                      scoring: Score) -> tuple[Shared, ...]:
+    """The statistics of one block of columns: in one go, or tile by tile of rows when a column
     does not fit (the column sums first if the score needs them, then each tile's statistics,
     which add up). A job in more than one block frees the records of each block's (tile's)
     checks before the next (``Scheme.checkpoint``)."""
     m = data.shape[0]
-    several = cut.columns < data.shape[1] or cut.tile_rows < m
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
     column_sums = None
     if scoring.uses_mean and len(tiles) > 1:
@@ -176,9 +174,21 @@ async def _score(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: L
         del block
         stats = tile_stats if not stats else tuple(
             s.add(x, y) for x, y in zip(stats, tile_stats, strict=True))
-        if len(tiles) > 1:
+        if len(tiles) > 1 or cut.columns < data.shape[1]:
             await s.checkpoint()
-    fractions = await scoring.of_statistics(s, stats, s.sum(labels, 0), m, plan)
-    if several:
+    return stats
+
+
+async def _fractions(s: Scheme, stats: list[tuple[Shared, ...]], labels: Shared, m: int,
+                     cut: Layout, plan: LimbPlan, scoring: Score) -> Fractions:
+    """The fractions of every block from its statistics, ``cut.finishing`` blocks together
+    (``RoundEngine.together``: their rounds travel as one), so that a job's rounds do not grow
+    with its number of blocks; then, in a job of several blocks, one checkpoint."""
+    sizes = s.sum(labels, 0)
+    parts: list[Fractions] = []
+    for start in range(0, len(stats), cut.finishing):
+        parts += await s.engine.together(*(scoring.of_statistics(s, block, sizes, m, plan)
+                                           for block in stats[start:start + cut.finishing]))
+    if len(stats) > 1:
         await s.checkpoint()
-    return fractions
+    return join(parts)

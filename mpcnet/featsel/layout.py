@@ -8,7 +8,11 @@ the interpreter and the ranking (``held_bytes``). The rest of the budget goes to
 - when even one column of m rows does not, a column is scored in tiles of ``tile_rows`` rows
   (``mpcnet.featsel.msgini.class_counts``: its column sum first, then the class counts of each
   tile), so memory does not grow with m at all;
-- D' = D x T is computed ``product_rows`` rows at a time.
+- D' = D x T is computed ``product_rows`` rows at a time;
+- the per-feature step that turns a block's statistics into fractions runs for ``finishing``
+  blocks at once, their rounds together (``RoundEngine.together``), as many as the per-feature
+  bytes of their columns fit the budget: a score's whole-column step (the best-split Gini's)
+  one block at a time.
 
 The layout depends on public numbers only (m, p, the classes, k, the setting, the budget the
 servers agreed on), so every server cuts the job alike.
@@ -30,6 +34,13 @@ the planner's own figure (measured: bench.large, bench/README)."""
 
 WORD_BYTES = {"passive3": 16, "active3": 64, "active4": 24}
 """Bytes one party's share of one ring element takes (components, MAC, limbs)."""
+
+PRODUCT_BYTES_PER_CELL = {name: 4 * size for name, size in WORD_BYTES.items()}
+"""Peak bytes per data cell of a row block of D' = D x T: the block as read, its input sharing
+and the product's terms, counted four words (measured in process: at most 13, 23 and 87 bytes
+above the shares read under passive3, active4 and active3). A sign test's bytes per cell, which
+the product used before, is 10 to 40 times more: three to fifteen times as many row blocks,
+each a few rounds (an input check, the product's output check)."""
 
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
@@ -59,9 +70,11 @@ class Layout:
     tile_rows: int  # rows per scoring tile (m: whole columns)
     product_rows: int  # rows of D' computed at once
     usable: int  # bytes left for blocks
+    finishing: int = 1  # blocks whose statistics become fractions at once
 
     def figures(self, m: int, p: int) -> dict[str, int]:
         return {"block_columns": self.columns, "blocks": -(-p // self.columns),
+                "blocks_finished_together": self.finishing,
                 "tile_rows": self.tile_rows, "tiles": -(-m // self.tile_rows),
                 "row_blocks": -(-m // self.product_rows)}
 
@@ -109,6 +122,9 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     tile_rows = m if columns >= 1 else min(usable // per_cell, max(cap, MIN_TILE_CELLS))
     # blocks and tiles of even size: a small last one's AND check costs more per AND word
     columns, tile_rows = (_even(p, columns) if columns >= 1 else 0), _even(m, tile_rows)
-    product_cell = SCORING_BYTES_PER_CELL[setting]
+    product_cell = PRODUCT_BYTES_PER_CELL[setting]
     product_rows = m if columns >= p else max(1, min(m, usable // (p * product_cell)))
-    return Layout(max(1, columns), tile_rows, product_rows, usable)
+    columns = max(1, columns)
+    blocks = -(-p // columns)
+    finishing = 1 if whole_columns else min(blocks, max(1, usable // max(1, columns * per_feature)))
+    return Layout(columns, tile_rows, product_rows, usable, finishing)

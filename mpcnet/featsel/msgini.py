@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from mpcnet.errors import InputError
 from mpcnet.fixedpoint import MAX_ROWS
-from mpcnet.ops.compare import ltz
+from mpcnet.ops.compare import ltz, signed_bits
 from mpcnet.ops.fraction import Fractions, LimbPlan, digits, fewest_levels, whole
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 from mpcnet.schemes.base import join as join_shared
@@ -131,10 +131,12 @@ async def fractions_of_counts(s: Scheme, b: Shared, above: Shared, label_counts:
     """Lines 12-16 of Protocol 2 from the counts b and B of p features and the class sizes."""
     check_rows(m)
     a, below_all, above_all = split_table(s, b, above, label_counts, m)
-    # Lines 15-16: A.A and B.B per feature, then b + [b == 0] with [b == 0] = [b - 1 < 0].
+    # Lines 15-16: A.A and B.B per feature, and beside them (the same rounds) b + [b == 0]
+    # with [b == 0] = [b - 1 < 0], a sign test as narrow as 0 <= b <= m allows.
     counts = concat([below_all, above_all])
-    squares = await s.mul(counts, counts)
+    squares, empty = await s.engine.together(
+        s.mul(counts, counts), ltz(s, s.add_public(b, -1), signed_bits(m)))
     sq_below, sq_above = split(squares, [below_all.shape, above_all.shape])
     a_dot, b_dot = s.sum(sq_below, 0), s.sum(sq_above, 0)
-    b_nonzero = s.add(b, await ltz(s, s.add_public(b, -1)))
+    b_nonzero = s.add(b, empty)
     return await square_fractions(s, a_dot, b_dot, a, b_nonzero, plan, (m * m).bit_length())

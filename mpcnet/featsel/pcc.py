@@ -33,7 +33,7 @@ from mpcnet.featsel.chi2 import times_other_sizes
 from mpcnet.fixedpoint import VALUE_BITS
 from mpcnet.ops import bigint
 from mpcnet.ops.bigint import Big
-from mpcnet.ops.compare import ltz
+from mpcnet.ops.compare import ltz, signed_bits
 from mpcnet.ops.convert import a2b, b2a_masked, local_map
 from mpcnet.ops.fraction import Fractions, LimbPlan, fewest_levels
 from mpcnet.schemes.base import Scheme, Shared, concat, split
@@ -132,7 +132,7 @@ async def fractions_of_statistics(s: Scheme, stats: tuple[Shared, ...], label_co
     class_sums = concat([by_class.T, last.reshape(1, p)]).reshape(-1, p)
     n = class_sums.shape[0]
     sizes = concat([label_counts, s.add_public(s.neg(s.sum(label_counts, 0)).reshape(1), m)])
-    sizes = s.add(sizes, await ltz(s, s.add_public(sizes, -1)))  # an absent class: size 1
+    sizes = s.add(sizes, await ltz(s, s.add_public(sizes, -1), signed_bits(m)))  # absent: 1
     words = await bigint.of_words(s, concat([total, class_sums, high, middle, low]),
                                   sum_bits(m), plan.limb_bits)
     sums, *rest = bigint.parts(s, words, n + 4)

@@ -3,20 +3,30 @@
 Protocol code never touches a channel directly. It calls ``exchange`` once per round with at
 most one array per peer (queue, exchange once, finalise: the batched style of MP-SPDZ), and the
 engine counts rounds and bytes per peer, split by named phase, for every job.
+
+Independent computations (the blocks of a large job) can share rounds: ``together`` runs them in
+lockstep, so that their r-th exchanges travel as one message per peer (``mpcnet.net.bundle``)
+and a round costs one latency for all of them (docs/design.md, "Rounds that do not grow with
+the data").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
 from mpcnet.errors import PeerError
+from mpcnet.net import bundle
 from mpcnet.net.channel import Channel
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -36,6 +46,33 @@ class PhaseMetrics:
         return {"rounds": self.rounds, "bytes_sent": self.total_sent,
                 "bytes_recv": sum(self.bytes_recv.values()), "seconds": round(self.seconds, 4),
                 "bytes_sent_per_peer": {str(k): v for k, v in sorted(self.bytes_sent.items())}}
+
+
+@dataclass
+class _Request:
+    """One member's exchange, waiting for the group's round."""
+
+    sends: dict[int, np.ndarray]
+    sources: list[int]
+    answer: asyncio.Future[dict[int, np.ndarray]]
+
+
+class _Group:
+    """The members of one ``together`` call: who is still running, who waits for a round."""
+
+    def __init__(self, size: int) -> None:
+        self.running = set(range(size))
+        self.waiting: dict[int, _Request] = {}
+        self.wake = asyncio.Event()
+
+    def ready(self) -> bool:
+        """Every running member waits: their round can go."""
+        return bool(self.running) and len(self.waiting) == len(self.running)
+
+
+_MEMBER: contextvars.ContextVar[tuple[_Group, int] | None] = contextvars.ContextVar(
+    "mpcnet_round_member", default=None)
+"""The group and index of the ``together`` member the current task runs, if any."""
 
 
 class RoundEngine:
@@ -95,7 +132,100 @@ class RoundEngine:
     async def exchange(self, sends: Mapping[int, np.ndarray],
                        recv_from: Iterable[int]) -> dict[int, np.ndarray]:
         """One round: send one array to each peer in ``sends``, receive one from each peer in
-        ``recv_from``. Raises ``PeerError`` naming the peer if it does not answer in time."""
+        ``recv_from``. Raises ``PeerError`` naming the peer if it does not answer in time.
+        Within ``together``, the round waits for the other members' and travels with them."""
+        member = _MEMBER.get()
+        if member is None:
+            return await self._round(sends, recv_from)
+        group, index = member
+        answer: asyncio.Future[dict[int, np.ndarray]] = (
+            asyncio.get_running_loop().create_future())
+        group.waiting[index] = _Request(dict(sends), list(recv_from), answer)
+        if group.ready():
+            group.wake.set()
+        return await answer
+
+    def alone(self, what: str) -> None:
+        """Refuse ``what`` inside ``together``: a scheme's check or opening (``Scheme.verify``
+        and what calls it) must see every value it tests fixed, and a member's check would
+        run while the other members still compute, their openings in its rounds."""
+        if _MEMBER.get() is not None:
+            raise RuntimeError(f"party {self.party}: {what} inside RoundEngine.together; run "
+                               "checks and openings after the group")
+
+    async def together(self, *jobs: Awaitable[T]) -> list[T]:
+        """Run independent computations in lockstep and return their results in order: the
+        r-th exchange of every member still running travels in one message per peer, so the
+        group costs as many rounds as its longest member, not their sum.
+
+        Every party must pass the same members in the same order, and a member may await
+        nothing but this engine's exchanges (no sleeps, no other tasks, no phases of its
+        own, no checks or openings: ``alone``): after each round the members resume one after
+        another in their order, each until its next exchange, so their local steps (a
+        scheme's correlated randomness, its queued check records) happen in the same order at
+        every party. The first member to fail cancels the others and its error is raised."""
+        if not jobs:
+            return []
+        group = _Group(len(jobs))
+
+        async def member(index: int, job: Awaitable[T]) -> T:
+            _MEMBER.set((group, index))
+            try:
+                return await job
+            finally:
+                group.running.discard(index)
+                group.wake.set()
+
+        tasks = [asyncio.ensure_future(member(i, job)) for i, job in enumerate(jobs)]
+        try:
+            while group.running:
+                await group.wake.wait()
+                group.wake.clear()
+                for t in tasks:
+                    error = t.exception() if t.done() and not t.cancelled() else None
+                    if error is not None:
+                        raise error
+                if group.ready():  # in a member's task, the round goes through its group
+                    requests, group.waiting = group.waiting, {}
+                    answers = await self._group_round(requests)
+                    for index in sorted(requests):  # resumed in member order
+                        requests[index].answer.set_result(answers[index])
+            return [t.result() for t in tasks]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _group_round(self, requests: dict[int, _Request]) -> dict[int, dict[int, np.ndarray]]:
+        """The one round of the waiting members: to each peer a bundle of the arrays the
+        members send it (tagged with the member's index), and from each peer the bundle of
+        what it sends the members that expect it. A lone member's round is not bundled (both
+        ends know the group's size). A round in which nobody sends or receives is free."""
+        if len(requests) == 1:
+            ((index, only),) = requests.items()
+            return {index: await self.exchange(only.sends, only.sources)}
+        peers = sorted({p for r in requests.values() for p in r.sends})
+        sources = sorted({p for r in requests.values() for p in r.sources})
+        answers: dict[int, dict[int, np.ndarray]] = {i: {} for i in requests}
+        if not peers and not sources:
+            return answers
+        sends = {p: bundle.pack({i: r.sends[p] for i, r in sorted(requests.items())
+                                 if p in r.sends}) for p in peers}
+        got = await self.exchange(sends, sources)
+        for peer in sources:
+            parts = bundle.unpack(got[peer], f"party {peer}")
+            expected = sorted(i for i, r in requests.items() if peer in r.sources)
+            if sorted(parts) != expected:
+                raise PeerError(f"party {self.party}: party {peer} sent arrays of computations "
+                                f"{sorted(parts)} in a round where {expected} expected one; "
+                                "check that every server runs the same mpcnet version and job")
+            for index, array in parts.items():
+                answers[index][peer] = array
+        return answers
+
+    async def _round(self, sends: Mapping[int, np.ndarray],
+                     recv_from: Iterable[int]) -> dict[int, np.ndarray]:
+        """One round on the channel, counted in the current phase."""
         metrics = self.phases.setdefault(self._phase, PhaseMetrics())
         metrics.rounds += 1
         sources = list(recv_from)

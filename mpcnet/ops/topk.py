@@ -43,7 +43,10 @@ async def ranks_from_differences(s: Scheme, diff: Shared, p: int) -> Shared:
 
 
 async def selection_matrix(s: Scheme, rank: Shared, k: int) -> Shared:
-    """The p x k 0/1 matrix T with `T[j][r] = [rank_j == r]` (Protocol 1's T)."""
+    """The p x k 0/1 matrix T with `T[j][r] = [rank_j == r]` (Protocol 1's T). The ranks are
+    below p, so a narrow sign test (``msb`` bits) would do, but it moved the samples of
+    tests/test_adaptive.py's value-only MAC attack below that test's power: kept at 64 bits
+    until that is understood."""
     p = rank.shape[0]
     thresholds = np.arange(1, k + 1, dtype=np.int64)[None, :]
     at_most = await ltz(s, s.add_public(rank.reshape(p, 1).broadcast_to((p, k)),

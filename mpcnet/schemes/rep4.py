@@ -656,6 +656,7 @@ class Rep4(Scheme):
         when no input is pending)."""
         if not self._pending_input:
             return
+        self.engine.alone("the input check")
         me = self.party
         sends = {q: self._outgoing("input-hash", q, digest_words(self._inputs[q]))
                  for q in self.engine.peers}

@@ -388,6 +388,7 @@ class Spdz3(Rep3Wide):
         it (nothing when no input is pending)."""
         if INPUTS not in self._claims.pending:
             return
+        self.engine.alone("the input check")
         claims, expected = self._claims.take((INPUTS,))
         of_slot1, of_slot0 = claims[INPUTS], expected[INPUTS]
         got = await self.engine.exchange(
@@ -411,6 +412,7 @@ class Spdz3(Rep3Wide):
         """The inputs and ANDs queued so far are checked now (their outcomes depend on the
         cheater's errors and the coins only); the MAC records are folded, not checked in
         parts (``mac_check``: why), into the one MAC zero test of the next ``verify``."""
+        self.engine.alone("checkpoint")
         await self.verify_inputs()
         self._macs.fold(self._mac_sums)
         if self._ands:
@@ -430,7 +432,9 @@ class Spdz3(Rep3Wide):
         """Run every pending check (``pending_checks``): four rounds (three without ANDs,
         one with only inputs or only zero tests' claims, two with both); nothing when nothing
         is pending.
-        A check this method does not run would be left pending, which is refused."""
+        A check this method does not run would be left pending, which is refused, and so is a
+        verify inside ``RoundEngine.together`` (``alone``)."""
+        self.engine.alone("verify")
         await self.verify_inputs()
         if not self.pending_checks():
             return
