@@ -156,7 +156,7 @@ class PartyServer:
     def reload_logged(self) -> None:
         """``reload`` on SIGHUP: a file that does not check is logged and not applied; the
         outcome is recorded for ``mpc-party --reload``."""
-        outcome: dict[str, Any] = {"at": time.time()}
+        outcome: dict[str, Any] = {"at": time.time(), "file": str(self.dep.path)}
         try:
             outcome["changes"] = self.reload()
         except MPCError as exc:
