@@ -58,7 +58,8 @@ def parser() -> argparse.ArgumentParser:
                    help="add a second pin beside NAME's current one (a key change its owner "
                    "announced; default: refuse to)")
     s.add_argument("--replace", action="store_true",
-                   help="make it NAME's only pin (its old key is no longer admitted)")
+                   help="make it NAME's only pin, its old key no longer admitted (default: keep "
+                   "NAME's pins)")
     s = sub.add_parser("unpin", help="remove a pin (the end of a key change, or a removal)")
     s.add_argument("--config", required=True, type=Path, help="deployment TOML file")
     s.add_argument("name", help="whose pin")
