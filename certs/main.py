@@ -7,7 +7,8 @@ On each party's own machine (only public material leaves it):
 
 On each copy of the deployment file (every server's operator keeps its own):
 
-    mpc-certs pin --config deploy.toml CERT.pem ...    # pin the key of a certificate received
+    mpc-certs pin --config deploy.toml NAME CERT.pem --fingerprint sha256:...
+                                       # pin NAME's key, compared with NAME by phone
     mpc-certs unpin --config deploy.toml NAME [PIN]    # remove one pin, or all of NAME's
     mpc-certs check --config deploy.toml [--name NAME] # the folder against the file
 
@@ -48,9 +49,17 @@ def parser() -> argparse.ArgumentParser:
                            help="replace an existing key (default: refuse to)")
     s = sub.add_parser("pin", help="pin the keys of certificates in a deployment file")
     s.add_argument("--config", required=True, type=Path, help="deployment TOML file")
-    s.add_argument("certs", nargs="+", type=Path, help="certificates (NAME.pem) to pin")
+    s.add_argument("name", help="the entry whose key it is (the certificate must name it)")
+    s.add_argument("cert", type=Path, help="the certificate NAME's owner sent (NAME.pem)")
+    s.add_argument("--fingerprint", required=True, metavar="sha256:HEX",
+                   help="the fingerprint NAME's owner read out to you by another channel than "
+                   "the one that carried the file (phone, in person); the key must be it")
+    s.add_argument("--key-change", action="store_true",
+                   help="add a second pin beside NAME's current one (a key change its owner "
+                   "announced; default: refuse to)")
     s.add_argument("--replace", action="store_true",
-                   help="make it the name's only pin (default: add it, as during a key change)")
+                   help="make it NAME's only pin, its old key no longer admitted (default: keep "
+                   "NAME's pins)")
     s = sub.add_parser("unpin", help="remove a pin (the end of a key change, or a removal)")
     s.add_argument("--config", required=True, type=Path, help="deployment TOML file")
     s.add_argument("name", help="whose pin")
@@ -80,11 +89,14 @@ def run(args: argparse.Namespace) -> int:
               f"{made.key} (0600, keep it here)")
         return 0
     if args.cmd == "pin":
-        for cert in args.certs:
-            name, fp = pinfile.pin(args.config, cert, args.replace)
-            print(f"{name:<16} {fp} pinned in {args.config}")
-        print("compare each fingerprint with its owner's, by another channel than the file's",
-              file=sys.stderr)
+        fp = pinfile.pin(args.config, args.name, args.cert, args.fingerprint,
+                         args.key_change, args.replace)
+        print(f"{args.name:<16} {fp} pinned in {args.config}")
+        if config.load(args.config).is_server(args.name):
+            print(f"WARNING: {args.name} is a SERVER: whoever holds this key is admitted as "
+                  f"{args.name}, receives a share of every upload and takes part in every "
+                  "job; pin it only with the fingerprint its operator gave you in person or "
+                  "by phone", file=sys.stderr)
         return 0
     if args.cmd == "unpin":
         left = pinfile.unpin(args.config, args.name, args.pin)

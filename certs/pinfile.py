@@ -87,19 +87,37 @@ def read_certificate(path: Path) -> tuple[str, x509.Certificate]:
     except (OSError, ValueError, HandshakeError) as exc:
         raise ConfigError(f"{path} is not a certificate of a participant ({exc})") from None
     if is_ca(cert):
-        raise ConfigError(f"{path} is a CA certificate: a participant's key vouches only for "
-                          "itself (make it with mpc-certs keygen)")
+        raise ConfigError(f"{path} is a CA certificate (or does not say basicConstraints "
+                          "CA=false, or allows keyCertSign): a participant's key vouches only "
+                          "for itself (make it with mpc-certs keygen)")
     return name, cert
 
 
-def pin(path: Path, cert_path: Path, replace: bool = False) -> tuple[str, str]:
-    """Pin the key of the certificate at ``cert_path`` for the name it names, beside the
-    name's other pins (a key change) or instead of them (``replace``), and copy the
-    certificate into ``[tls] dir``. The name and the fingerprint pinned."""
+def pin(path: Path, name: str, cert_path: Path, expected: str, key_change: bool = False,
+        replace: bool = False) -> str:
+    """Pin for ``name`` the key of the certificate at ``cert_path`` and copy the certificate
+    into ``[tls] dir``; the fingerprint pinned. The operator names the entry and gives the
+    fingerprint ``expected`` it compared with ``name``'s owner by another channel than the one
+    that carried the file: the certificate must name ``name`` and hold that key, so a file
+    that names someone else (a server, say) is refused instead of pinned for whom it claims.
+    A name that has a pin gets a second one only as a key change (``key_change``);
+    ``replace`` makes it the name's only pin."""
     dep = config.load(path)
-    name, cert = read_certificate(cert_path)
+    who, cert = read_certificate(cert_path)
+    if who != name:
+        raise ConfigError(f"{cert_path} is a certificate of {who!r}, not of {name!r}: refusing "
+                          "to pin it (ask its sender which name it is for)")
     fp = fingerprint(cert)
-    pins = [fp] if replace else list(dict.fromkeys([*dep.pins(name), fp]))
+    if fp != expected:
+        raise ConfigError(f"{cert_path} holds the key {fp}, not the fingerprint {expected} "
+                          f"you were given for {name}: refusing to pin it (the file was "
+                          "changed, or the fingerprint is of another key)")
+    have = list(dep.pins(name))
+    if have and fp not in have and not (key_change or replace):
+        raise ConfigError(f"{path}: {name} already has the pin {', '.join(have)}; pin a second "
+                          f"key only for a key change its owner announced (--key-change), or "
+                          f"remove the old one first (mpc-certs unpin --config {path} {name})")
+    pins = [fp] if replace else list(dict.fromkeys([*have, fp]))
     if len(pins) > config.MAX_PINS:
         raise ConfigError(f"{path}: {name} would have {len(pins)} pins; unpin the old ones "
                           f"first (mpc-certs unpin --config {path} {name} FINGERPRINT)")
@@ -114,7 +132,7 @@ def pin(path: Path, cert_path: Path, replace: bool = False) -> tuple[str, str]:
     if target.resolve() != cert_path.resolve():
         write_cert(cert, target)
     set_pins(path, {name: pins})
-    return name, fp
+    return fp
 
 
 def unpin(path: Path, name: str, fp: str | None = None) -> list[str]:

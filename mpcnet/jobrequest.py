@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpcnet.config import NAME_RE, Deployment
 from mpcnet.errors import AccessDenied, HandshakeError, InputError, NotPinned
-from mpcnet.pins import check_certificate
+from mpcnet.pins import check_certificate, check_key, fingerprint, pinned_certificates
 
 DOMAIN = b"mpcnet job request v1\n"
 NONCE_RE = re.compile(r"[0-9a-f]{32}")
@@ -178,8 +178,9 @@ class SignedRequest:
         return cls(request, bytes.fromhex(signature), cert.encode("ascii"))
 
     def verify(self, dep: Deployment, now: float | None = None) -> JobRequest:
-        """The request, once it checks: its certificate names its analyst, holds the key that
-        deployment ``dep`` pins for that analyst and is valid now (``mpcnet.pins``), the
+        """The request, once it checks: its certificate names its analyst and holds the key
+        that deployment ``dep`` pins for that analyst, whose pinned certificate in ``dep``'s
+        ``[tls] dir`` is valid now (``mpcnet.pins``), the
         analyst is an analyst of ``dep``, the analysts it shares with are analysts, the
         signature verifies, and it is within its validity, all as of ``now`` (default: the
         clock; with ``CLOCK_SKEW`` of tolerance). ``NotPinned`` if ``dep`` does not pin the
@@ -192,8 +193,7 @@ class SignedRequest:
                                "read") from None
         now = time.time() if now is None else now
         try:
-            check_certificate(r.analyst, cert, dep.pins(r.analyst),
-                              f"the job request (deployment file {dep.path})", now)
+            _check_pinned(dep, r.analyst, cert, now)
         except NotPinned:
             raise  # the reader's file does not admit that key: a refusal, not a forgery
         except HandshakeError as exc:
@@ -230,6 +230,28 @@ class SignedRequest:
             raise AccessDenied(f"the job request expired at {_when(r.expires)}, before its job "
                                "started; sign a new one (mpc-client select again)")
         return r
+
+
+def _check_pinned(dep: Deployment, analyst: str, carried: x509.Certificate, now: float) -> None:
+    """The carried certificate names ``analyst`` with a key ``dep`` pins for it, and a
+    certificate of that key in ``dep``'s ``[tls] dir`` (the one its operator pinned) is valid
+    ``now``. The carried certificate's own dates count for nothing: nobody checked who signed
+    it, so whoever carries the request could re-date it."""
+    where = f"the job request (deployment file {dep.path})"
+    check_key(analyst, carried, dep.pins(analyst), where)
+    key = fingerprint(carried)
+    stored = [c for c in pinned_certificates(dep).get(analyst, []) if fingerprint(c) == key]
+    if not stored:
+        raise NotPinned(f"{where}: the key {key} of {analyst!r} is pinned but no certificate of "
+                        f"it lies in {dep.tls_dir} (mpc-certs pin puts it there)")
+    refused = []
+    for cert in stored:
+        try:
+            check_certificate(analyst, cert, dep.pins(analyst), where, now)
+            return
+        except HandshakeError as exc:
+            refused.append(exc)
+    raise refused[0]
 
 
 def _when(t: float) -> str:

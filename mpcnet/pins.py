@@ -11,7 +11,10 @@ Every check of a peer, whether the TLS connection of a server or client or the s
 job request, is ``check_certificate``: the certificate names the expected identity
 (``mpcnet.identity``), its key is pinned for that name, and it is within its dates. A TLS
 handshake proves that the peer holds the key of the certificate it presents (TLS 1.3
-CertificateVerify), so the pin check after it authenticates the peer.
+CertificateVerify), so the pin check after it authenticates the peer. A job request's dates
+are those of the pinned certificate in ``[tls] dir``, not of the one it carries (which anybody
+could have re-dated). Dates never revoke: a key's holder can re-date its own self-signed
+certificate; only unpinning removes a key.
 
 ``pinned_keys(dep, name)`` answers "which public keys does the deployment pin for ``name``"
 (signed manifests and requests are checked with it); keep its name stable.
@@ -44,11 +47,10 @@ def fingerprint(item: x509.Certificate | PublicKeyTypes) -> str:
     return "sha256:" + hashlib.sha256(der).hexdigest()
 
 
-def check_certificate(name: str, cert: x509.Certificate, pinned: tuple[str, ...], where: str,
-                      now: float | None = None) -> None:
-    """``cert`` may stand for ``name``: it names ``name``, its key is one of ``pinned``, and
-    ``now`` (default: the clock) is within its dates. ``NotPinned`` or ``HandshakeError``
-    naming ``where`` (who presented it, or the deployment file) and the remedy otherwise."""
+def check_key(name: str, cert: x509.Certificate, pinned: tuple[str, ...], where: str) -> None:
+    """``cert`` names ``name`` and holds one of the keys ``pinned``; ``NotPinned`` or
+    ``HandshakeError`` naming ``where`` (who presented it, or the deployment file) and the
+    remedy otherwise. Its dates are not looked at (``check_certificate``)."""
     who = identity_of(cert).name
     if who != name:
         raise HandshakeError(f"{where}: its certificate names {who!r}, not {name!r}")
@@ -57,6 +59,15 @@ def check_certificate(name: str, cert: x509.Certificate, pinned: tuple[str, ...]
         raise NotPinned(f"{where}: the key {fp} of {name!r} is not pinned for {name!r} (pinned: "
                         f"{', '.join(pinned) or 'none'}); a participant is admitted only by the "
                         f"key its deployment file pins (mpc-certs pin, then mpc-party --reload)")
+
+
+def check_certificate(name: str, cert: x509.Certificate, pinned: tuple[str, ...], where: str,
+                      now: float | None = None) -> None:
+    """``check_key``, and ``now`` (default: the clock) is within ``cert``'s dates. The dates
+    are those its key's holder wrote when it signed it: they make a certificate's owner renew
+    its key in time, but revoke nothing (the holder can re-date its own certificate; only
+    unpinning removes a key)."""
+    check_key(name, cert, pinned, where)
     moment = dt.datetime.fromtimestamp(time.time() if now is None else now, dt.UTC)
     if not cert.not_valid_before_utc <= moment <= cert.not_valid_after_utc:
         raise HandshakeError(f"{where}: the certificate of {name!r} is valid only from "
@@ -84,10 +95,17 @@ def read_certificates(folder: Path) -> dict[Path, x509.Certificate]:
 
 
 def is_ca(cert: x509.Certificate) -> bool:
-    """Whether ``cert`` may sign other certificates: never so for a pinned one (a participant
-    cannot vouch for anyone, not even at the TLS layer)."""
+    """Whether ``cert`` might sign other certificates, for OpenSSL or anyone: unless it says
+    basicConstraints CA=false and its key usage (if any) leaves out keyCertSign, OpenSSL may
+    take a trusted certificate for an issuer. Never so for a pinned one (a participant cannot
+    vouch for anyone, not even at the TLS layer)."""
     try:
-        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+        if cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            return True
+    except x509.ExtensionNotFound:
+        return True
+    try:
+        return bool(cert.extensions.get_extension_for_class(x509.KeyUsage).value.key_cert_sign)
     except x509.ExtensionNotFound:
         return False
 

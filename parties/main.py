@@ -118,6 +118,11 @@ def ask_reload(dep: config.Deployment, name: str, wait: float = 30.0) -> dict[st
             if "error" in outcome:
                 raise ConfigError(f"the server refused the file and runs on as before: "
                                   f"{outcome['error']}")
+            if Path(outcome.get("file", dep.path)).resolve() != dep.path.resolve():
+                # the server re-read its own file, not the one this command was given
+                print(f"warning: server {name} runs on {outcome['file']}, not on {dep.path}: "
+                      f"it reloaded that file; edit that one (or restart the server with "
+                      f"--config {dep.path})", file=sys.stderr)
             return outcome["changes"]  # type: ignore[no-any-return]
         time.sleep(0.05)
     raise ConfigError(f"server {name} (pid {pid}) did not report a reload within {wait:.0f} s; "

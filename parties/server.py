@@ -138,12 +138,15 @@ class PartyServer:
         for sess in revoked:
             sess.conn.close()  # its serve() ends, which discards its staged uploads
         closed = [sess.name for sess in revoked]
+        dropped = [up for sess in self._sessions if sess not in revoked
+                   for up in sess.drop_disallowed(new)]
         refused = self.jobs.refuse_unadmitted(new)
         summary = {"added": sorted(set(new.names) - set(old.names)),
                    "removed": sorted(set(old.names) - set(new.names)),
                    "repinned": sorted(n for n in set(old.names) & set(new.names)
                                       if old.pins(n) != new.pins(n)),
-                   "sessions_closed": sorted(set(closed)), "jobs_refused": refused}
+                   "sessions_closed": sorted(set(closed)), "uploads_dropped": sorted(dropped),
+                   "jobs_refused": refused}
         log.info("reloaded %s: %s", new.path, "; ".join(
             f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in summary.items() if v)
             or "no change", extra=event("deployment.reloaded", **summary))
@@ -153,7 +156,7 @@ class PartyServer:
     def reload_logged(self) -> None:
         """``reload`` on SIGHUP: a file that does not check is logged and not applied; the
         outcome is recorded for ``mpc-party --reload``."""
-        outcome: dict[str, Any] = {"at": time.time()}
+        outcome: dict[str, Any] = {"at": time.time(), "file": str(self.dep.path)}
         try:
             outcome["changes"] = self.reload()
         except MPCError as exc:

@@ -50,6 +50,18 @@ class ClientSession:
                 else "server" if dep.is_server(self.name) else None)
         return role == self.role and self.key in dep.pins(self.name)
 
+    def drop_disallowed(self, dep: Deployment) -> list[str]:
+        """Abort the staged uploads that deployment ``dep`` (just reloaded) no longer lets
+        their owner contribute; their ids."""
+        dropped = [up for up in self.uploads.values() if not up.allowed(dep)]
+        for up in dropped:
+            up.abort()
+            del self.uploads[up.id]
+            log.info("upload %s by %s to %s dropped: the deployment file no longer lets it "
+                     "contribute there", up.id, self.name, up.dataset,
+                     extra=event("upload.dropped", upload=up.id, client=self.name))
+        return [up.id for up in dropped]
+
     def discard(self) -> None:
         """A session that ends before its commits leaves nothing behind."""
         for up in self.uploads.values():
@@ -180,8 +192,11 @@ class ClientSession:
         up = self.uploads.get(str(args.get("id")))
         if up is None:
             raise InputError(f"no staged upload {args.get('id')!r} in this session")
-        done = up.commit(self.s.is_coordinator, args.get("seq"))
-        del self.uploads[up.id]
+        try:
+            done = up.commit(self.s.dep, self.s.is_coordinator, args.get("seq"))
+        finally:
+            if up.state != "staged":  # committed, or aborted: its permission was removed
+                del self.uploads[up.id]
         log.info("upload %s by %s committed to %s as contribution %d (%d rows in total)",
                  up.id, self.name, up.dataset, done["seq"], done["rows"],
                  extra=event("upload.committed", upload=up.id, client=self.name,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mpcnet.config import Deployment, check_name
-from mpcnet.errors import ConfigError, InputError
+from mpcnet.errors import AccessDenied, ConfigError, InputError
 from mpcnet.parties import catalog
 from mpcnet.parties.access import check_contributor
 from mpcnet.parties.sharefiles import ShareFileWriter
@@ -120,11 +120,23 @@ class Upload:
         if len(self.files) == len(self.expect):
             self.state = "staged"
 
-    def commit(self, is_coordinator: bool, seq: Any) -> dict[str, Any]:
+    def allowed(self, dep: Deployment) -> bool:
+        """Whether deployment ``dep`` (maybe reloaded since the upload began) still lets its
+        owner contribute to its dataset."""
+        return dep.is_client(self.owner) and dep.client(self.owner).may_upload(self.dataset)
+
+    def commit(self, dep: Deployment, is_coordinator: bool, seq: Any) -> dict[str, Any]:
         """Make the staged contribution part of its dataset: numbered here on the coordinator,
-        with the coordinator's number ``seq`` on a member."""
+        with the coordinator's number ``seq`` on a member. The owner's permission is checked
+        again against ``dep``, the file as it is now: a reload may have removed it since the
+        upload was described (then the upload is aborted)."""
         if self.state != "staged":
             raise InputError(f"upload {self.id} is not staged; send every array first")
+        try:
+            check_contributor(dep, self.owner, self.dataset)
+        except AccessDenied:
+            self.abort()
+            raise
         manifest = self.storage.dataset(self.dataset)
         existing = manifest["contributions"] if manifest else []
         if is_coordinator:

@@ -23,6 +23,13 @@ def _cert(path: Path) -> x509.Certificate:
     return x509.load_pem_x509_certificate(path.read_bytes())
 
 
+def _pin(dep_file: Path, name: str, cert: Path, *flags: str, fp: str | None = None) -> int:
+    """``mpc-certs pin`` of ``cert`` for ``name`` with its owner's fingerprint (what its
+    owner's keygen printed, compared out of band), or ``fp``."""
+    return main(["pin", "--config", str(dep_file), name, str(cert), "--fingerprint",
+                 fp or fingerprint(_cert(cert)), *flags])
+
+
 def test_keygen_writes_only_its_own_key_and_prints_the_pin(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "bob-machine"
@@ -45,8 +52,8 @@ def test_pin_edits_the_entry_in_place_and_copies_the_certificate(
     dep_file.write_text("# our copy of the deployment\n" + text)
     main(["keygen", "bob", "--dir", str(tmp_path / "bob")])
     main(["keygen", "analyst", "--dir", str(tmp_path / "analyst")])
-    assert main(["pin", "--config", str(dep_file), str(tmp_path / "bob" / "bob.pem"),
-                 str(tmp_path / "analyst" / "analyst.pem")]) == 0
+    assert _pin(dep_file, "bob", tmp_path / "bob" / "bob.pem") == 0
+    assert _pin(dep_file, "analyst", tmp_path / "analyst" / "analyst.pem") == 0
     dep = config.load(dep_file)
     bob, analyst = _cert(tmp_path / "bob" / "bob.pem"), _cert(tmp_path / "analyst" / "analyst.pem")
     assert dep.pins("bob") == (fingerprint(bob),) and dep.pins("analyst") == (fingerprint(analyst),)
@@ -58,7 +65,7 @@ def test_pin_edits_the_entry_in_place_and_copies_the_certificate(
     capsys.readouterr()
     # a certificate for a name the file does not list
     main(["keygen", "stranger", "--dir", str(tmp_path / "s")])
-    assert main(["pin", "--config", str(dep_file), str(tmp_path / "s" / "stranger.pem")]) == 2
+    assert _pin(dep_file, "stranger", tmp_path / "s" / "stranger.pem") == 2
     assert "no [[servers]] or [[clients]] entry named 'stranger'" in capsys.readouterr().err
 
 
@@ -67,7 +74,7 @@ def test_a_key_change_pins_two_keys_then_one(dep_file: Path, tmp_path: Path,
     own = tmp_path / "bob"
     main(["keygen", "bob", "--dir", str(own)])
     old = _cert(own / "bob.pem")
-    main(["pin", "--config", str(dep_file), str(own / "bob.pem")])
+    _pin(dep_file, "bob", own / "bob.pem")
     capsys.readouterr()
     assert main(["renew", "bob", "--dir", str(own)]) == 0
     out = capsys.readouterr().out
@@ -75,7 +82,9 @@ def test_a_key_change_pins_two_keys_then_one(dep_file: Path, tmp_path: Path,
     assert fingerprint(old) in out and fingerprint(new) in out and new != old
     assert sorted(p.name for p in own.glob("*.key")) == ["bob.key"]  # the old key is gone
     assert _cert(next(own.glob("bob.*.pem"))) == old  # its certificate stays, public
-    main(["pin", "--config", str(dep_file), str(own / "bob.pem")])
+    assert _pin(dep_file, "bob", own / "bob.pem") == 2  # a second key only when announced
+    assert "--key-change" in capsys.readouterr().err
+    assert _pin(dep_file, "bob", own / "bob.pem", "--key-change") == 0
     dep = config.load(dep_file)
     assert dep.pins("bob") == (fingerprint(old), fingerprint(new))
     assert sorted(map(fingerprint, pinned_certificates(dep)["bob"])) == sorted(
@@ -85,12 +94,23 @@ def test_a_key_change_pins_two_keys_then_one(dep_file: Path, tmp_path: Path,
     assert main(["unpin", "--config", str(dep_file), "bob", fingerprint(old)]) == 2
     assert main(["unpin", "--config", str(dep_file), "bob"]) == 0
     assert config.load(dep_file).pins("bob") == ()
-    assert main(["pin", "--config", str(dep_file), "--replace", str(own / "bob.pem")]) == 0
+    assert _pin(dep_file, "bob", own / "bob.pem", "--replace") == 0
     assert config.load(dep_file).pins("bob") == (fingerprint(new),)
 
 
-def test_a_ca_certificate_is_never_pinned(dep_file: Path, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+CA_TRUE = x509.BasicConstraints(ca=True, path_length=None)
+KEY_CERT_SIGN = x509.KeyUsage(True, False, False, False, False, True, False, False, False)
+
+
+@pytest.mark.parametrize("extensions", [[CA_TRUE], [KEY_CERT_SIGN], []],
+                         ids=["CA=true", "keyCertSign without basicConstraints",
+                              "no basicConstraints"])
+def test_a_certificate_that_may_sign_others_is_never_pinned(
+        dep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        extensions: list[x509.ExtensionType]) -> None:
+    """A CA, or one OpenSSL could take for an issuer of other names' certificates (no
+    basicConstraints CA=false, or keyCertSign): refused by pin, and not trusted if pinned by
+    hand."""
     import datetime as dt
 
     from cryptography.hazmat.primitives import hashes
@@ -102,20 +122,49 @@ def test_a_ca_certificate_is_never_pinned(dep_file: Path, tmp_path: Path,
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "analyst")])
     now = dt.datetime.now(dt.UTC)
-    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-          .public_key(key.public_key()).serial_number(1).not_valid_before(now)
-          .not_valid_after(now + dt.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.SubjectAlternativeName([x509.DNSName("analyst")]), critical=False)
-          .sign(key, hashes.SHA256()))
+    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+               .public_key(key.public_key()).serial_number(1).not_valid_before(now)
+               .not_valid_after(now + dt.timedelta(days=1))
+               .add_extension(x509.SubjectAlternativeName([x509.DNSName("analyst")]),
+                              critical=False))
+    for extension in extensions:
+        builder = builder.add_extension(extension, critical=True)
+    ca = builder.sign(key, hashes.SHA256())
     write_cert(ca, tmp_path / "ca.pem")
-    assert main(["pin", "--config", str(dep_file), str(tmp_path / "ca.pem")]) == 2
+    assert _pin(dep_file, "analyst", tmp_path / "ca.pem") == 2
     assert "is a CA certificate" in capsys.readouterr().err
+    assert config.load(dep_file).pins("analyst") == ()
     # pinned by hand, the servers still do not trust it
     dep_file.write_text(dep_file.read_text().replace(
         'name = "analyst"', f'name = "analyst"\npin = "{fingerprint(ca)}"'))
     write_cert(ca, config.load(dep_file).tls_dir / "analyst.pem")
     assert pinned_certificates(config.load(dep_file)).get("analyst", []) == []
+
+
+def test_pin_needs_the_name_and_the_fingerprint_compared_out_of_band(
+        dep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A participant cannot get its key pinned for another name (a server's, say) by sending
+    a certificate that names it, nor swap the file after reading out its fingerprint."""
+    from mpcnet.certs.pki import keygen, self_signed, write_cert
+
+    analyst = keygen("analyst", tmp_path / "analyst")
+    _, named_bob = self_signed("bob")  # the analyst's operator's certificate naming bob
+    write_cert(named_bob, tmp_path / "analyst-new-key.pem")
+    assert _pin(dep_file, "analyst", tmp_path / "analyst-new-key.pem") == 2
+    assert "a certificate of 'bob', not of 'analyst'" in capsys.readouterr().err
+    assert _pin(dep_file, "bob", tmp_path / "analyst-new-key.pem",
+                fp=analyst.fingerprint) == 2  # bob's operator read out another fingerprint
+    assert "not the fingerprint" in capsys.readouterr().err
+    assert config.load(dep_file).pins("bob") == ()
+    with pytest.raises(SystemExit):  # no fingerprint given: nothing compared, nothing pinned
+        main(["pin", "--config", str(dep_file), "analyst", str(analyst.cert)])
+    assert "--fingerprint" in capsys.readouterr().err
+    assert _pin(dep_file, "analyst", analyst.cert) == 0
+    assert "WARNING" not in capsys.readouterr().err
+    bob = keygen("bob", tmp_path / "bob")
+    assert _pin(dep_file, "bob", bob.cert) == 0
+    assert "WARNING: bob is a SERVER" in capsys.readouterr().err
+    assert config.load(dep_file).pins("bob") == (bob.fingerprint,)
 
 
 def test_local_makes_every_key_in_one_folder_and_says_so(
@@ -138,7 +187,7 @@ def test_check_finds_foreign_keys_missing_certificates_and_expiry(
         dep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dep = config.load(dep_file)
     main(["keygen", "alice", "--dir", str(dep.tls_dir), "--days", "10"])
-    main(["pin", "--config", str(dep_file), str(dep.tls_dir / "alice.pem")])
+    _pin(dep_file, "alice", dep.tls_dir / "alice.pem")
     capsys.readouterr()
     assert main(["check", "--config", str(dep_file), "--name", "alice"]) == 0
     err = capsys.readouterr().err
@@ -147,9 +196,9 @@ def test_check_finds_foreign_keys_missing_certificates_and_expiry(
     assert "expires in" not in capsys.readouterr().err
     # bob's key in alice's folder, and a pin whose certificate nobody put there
     main(["keygen", "bob", "--dir", str(dep.tls_dir)])
-    main(["pin", "--config", str(dep_file), str(dep.tls_dir / "bob.pem")])
+    _pin(dep_file, "bob", dep.tls_dir / "bob.pem")
     main(["keygen", "carol", "--dir", str(tmp_path / "carol")])
-    main(["pin", "--config", str(dep_file), str(tmp_path / "carol" / "carol.pem")])
+    _pin(dep_file, "carol", tmp_path / "carol" / "carol.pem")
     (dep.tls_dir / "carol.pem").unlink()
     capsys.readouterr()
     assert main(["check", "--config", str(dep_file), "--name", "alice"]) == 2

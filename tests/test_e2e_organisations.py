@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cryptography import x509
 from reliability_common import fetch_values, lsvt_files, ok, plaintext, refused
 
 from mpcnet import config
@@ -33,6 +34,7 @@ from mpcnet.client.session import Client
 from mpcnet.errors import NotPinned, PeerError
 from mpcnet.jobrequest import JobRequest, SignedRequest
 from mpcnet.net.tls import run
+from mpcnet.pins import fingerprint
 
 SERVERS = ("alice", "bob", "carol")
 CLIENTS = (("hospital-a", "owner"), ("hospital-b", "owner"), ("analyst", "analyst"),
@@ -59,10 +61,19 @@ class Organisations:
         assert certs(["keygen", name, "--dir", str(self.root / name / "certs")]) == 0
         shutil.copy(self.root / name / "certs" / f"{name}.pem", self.outbox)
 
-    def pin(self, name: str, *whose: str) -> None:
-        """``name`` pins in its own copy the certificates of ``whose`` it received."""
-        assert certs(["pin", "--config", str(self.config(name)),
-                      *(str(self.outbox / f"{w}.pem") for w in whose)]) == 0
+    def fingerprint(self, name: str) -> str:
+        """What ``name``'s keygen (or renew) printed on its own machine, and its owner reads
+        out to the others by phone."""
+        own = self.root / name / "certs" / f"{name}.pem"
+        return fingerprint(x509.load_pem_x509_certificate(own.read_bytes()))
+
+    def pin(self, name: str, *whose: str, key_change: bool = False) -> None:
+        """``name`` pins in its own copy the certificates of ``whose`` it received, each with
+        the fingerprint its owner read out."""
+        for w in whose:
+            assert certs(["pin", "--config", str(self.config(name)), w,
+                          str(self.outbox / f"{w}.pem"), "--fingerprint", self.fingerprint(w),
+                          *(["--key-change"] if key_change else [])]) == 0
 
     def reload(self, server: str) -> str:
         """``mpc-party --reload`` by ``server``'s operator: what it printed."""
@@ -166,8 +177,10 @@ def test_keys_nobody_pinned_are_refused_by_every_server_and_client(
     (fake / "certs").mkdir(parents=True)
     shutil.copy(orgs.config("bob"), fake / "deploy.toml")
     assert certs(["keygen", "bob", "--dir", str(fake / "certs"), "--force"]) == 0
-    assert certs(["pin", "--config", str(fake / "deploy.toml"), "--replace",
-                  str(fake / "certs" / "bob.pem")]) == 0
+    fake_cert = x509.load_pem_x509_certificate((fake / "certs" / "bob.pem").read_bytes())
+    assert certs(["pin", "--config", str(fake / "deploy.toml"), "bob",
+                  str(fake / "certs" / "bob.pem"), "--fingerprint", fingerprint(fake_cert),
+                  "--replace"]) == 0
     fake_pin = config.load(fake / "deploy.toml").pins("bob")[0]
     cluster.server_configs["bob"] = fake / "deploy.toml"
     cluster.start(["bob"])
@@ -236,6 +249,14 @@ def test_a_reload_that_does_not_check_is_refused_and_changes_nothing(
         time.sleep(0.05)
     path.write_text(good)
     ok(cluster.client("analyst", "status"))
+    # a copy beside it (its folders the same): the server reloads the file it started with
+    other = path.with_name("edited.toml")
+    other.write_text(good)
+    r = subprocess.run([sys.executable, "-m", "mpcnet.parties.main", "--config", str(other),
+                        "--name", "alice", "--reload"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"runs on {path.resolve()}, not on {other.resolve()}" in r.stderr, r.stderr
 
 
 def test_an_analyst_removed_while_the_servers_run_is_refused_at_once(
@@ -307,7 +328,7 @@ def test_one_server_changes_its_key_while_the_others_keep_theirs(
     shutil.copy(bob_certs / "bob.pem", orgs.outbox / "bob.pem")
     everyone = [*SERVERS, *(c for c, _ in CLIENTS)]
     for name in everyone:  # the new key beside the old one
-        orgs.pin(name, "bob")
+        orgs.pin(name, "bob", key_change=True)
     for server in ("alice", "carol", "bob"):  # bob last: then it presents its new key
         orgs.reload(server)
     new = config.load(orgs.config("bob")).pins("bob")[1]

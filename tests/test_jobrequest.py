@@ -7,6 +7,8 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 
 from mpcnet import config
 from mpcnet.certs.pki import local_deployment, self_signed, write_cert, write_key
@@ -81,11 +83,31 @@ def test_a_key_not_pinned_for_the_analyst_or_an_expired_one_is_refused(dep: Depl
                  not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=10))
     pinned = config.load(dep.path)
     from mpcnet.certs.pinfile import pin
-    pin(dep.path, old[1])  # pinned beside the current key, but expired
+    from mpcnet.pins import fingerprint
+    old_cert = x509.load_pem_x509_certificate(old[1].read_bytes())
+    pin(dep.path, "analyst", old[1], fingerprint(old_cert), key_change=True)  # but expired
     expired = SignedRequest.sign(request, *old)
     with pytest.raises(AccessDenied, match="valid only from"):
         expired.verify(config.load(dep.path))
     assert pinned.pins("analyst") != config.load(dep.path).pins("analyst")
+    # whoever carries it re-wraps the expired key in a fresh certificate it signed itself:
+    # the dates that count are those of the certificate pinned in [tls] dir
+    someone, _ = self_signed("analyst")
+    now = dt.datetime.now(dt.UTC)
+    redated = (x509.CertificateBuilder().subject_name(old_cert.subject)
+               .issuer_name(old_cert.subject).public_key(old_cert.public_key())
+               .serial_number(1).not_valid_before(now - dt.timedelta(days=1))
+               .not_valid_after(now + dt.timedelta(days=3650))
+               .add_extension(x509.SubjectAlternativeName([x509.DNSName("analyst")]), False)
+               .sign(someone, hashes.SHA256()))
+    rewrapped = dataclasses.replace(expired,
+                                    certificate=redated.public_bytes(serialization.Encoding.PEM))
+    with pytest.raises(AccessDenied, match="valid only from"):
+        rewrapped.verify(config.load(dep.path))
+    for stored in config.load(dep.path).tls_dir.glob("analyst.*.pem"):
+        stored.unlink()  # the pin stays, its certificate is gone: nothing to date it by
+    with pytest.raises(NotPinned, match="no certificate of it lies in"):
+        rewrapped.verify(config.load(dep.path))
 
 
 def test_sharing_with_a_non_analyst_is_refused(dep: Deployment) -> None:

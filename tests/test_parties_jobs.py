@@ -72,7 +72,7 @@ def _share_dataset(storage: Storage, dep: Deployment, party: int, dataset: str =
     up = Upload.describe(storage, dep, party, "hospital-a", meta)
     up.receive("data", info.share(np.zeros((ROWS, COLS), np.uint64))[party])
     up.receive("labels", info.share(np.zeros((ROWS, 2), np.uint64))[party])
-    up.commit(is_coordinator=True, seq=None)
+    up.commit(dep, is_coordinator=True, seq=None)
 
 
 def _expired() -> dict[str, float]:

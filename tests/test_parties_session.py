@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from reliability_common import (
     FaultCluster,
@@ -22,10 +24,16 @@ from reliability_common import (
     start_cli,
 )
 
+from mpcnet import config
+from mpcnet.certs.pki import local_deployment
 from mpcnet.client.connection import ServerSession
+from mpcnet.client.local import write_config
 from mpcnet.client.session import Client
-from mpcnet.errors import AccessDenied, MPCError
+from mpcnet.errors import AccessDenied, InputError, MPCError
 from mpcnet.net.tls import run
+from mpcnet.parties import catalog
+from mpcnet.parties.server import PartyServer
+from mpcnet.schemes import registry
 
 K = 3
 
@@ -122,3 +130,39 @@ def test_status_answers_while_a_dataset_loads(cluster: FaultCluster,
     assert took < delay / 2, f"status took {took:.2f} s while alice loaded a dataset for {delay} s"
     report(request, f"session: status answered in {took:.2f} s while the coordinator's dataset "
            f"load took {delay} s; the job then succeeded")
+
+
+def test_a_reload_drops_uploads_the_new_file_no_longer_allows(tmp_path: Path) -> None:
+    """An owner whose dataset is removed from its entry (key and role unchanged) keeps its
+    session, but a reload aborts the upload it staged there: nothing is left to commit. One
+    real server (the coordinator) on 127.0.0.1, the owner's real client session over TLS."""
+    path = write_config(tmp_path, 3, extra_client_lines={"hospital-a": 'datasets = ["study"]'})
+    local_deployment(config.load(path), force=True)
+    dep = config.load(path)
+    info = registry.for_sharing("passive3")
+    meta = catalog.contribution_meta(
+        dataset="study", upload_id="u1", layout="rows", sharing="passive3", rows=4,
+        columns=["a", "b"], exponents=[0, 0], categories={}, label="y", classes=["0", "1"])
+
+    async def scenario() -> dict[str, Any]:
+        server = PartyServer(dep, dep.leader.name)
+        await server.start()
+        owner = await ServerSession.open(dep, "hospital-a", dep.leader)
+        try:
+            await owner.request("upload", meta=meta)
+            await owner.send_block("data", info.share(np.zeros((4, 2), np.uint64))[0])
+            await owner.send_block("labels", info.share(np.zeros((4, 2), np.uint64))[0])
+            assert (await owner._reply())["staged"] == "u1"
+            path.write_text(path.read_text().replace('datasets = ["study"]',
+                                                     'datasets = ["other"]'))
+            summary = server.reload()
+            with pytest.raises(InputError, match="no staged upload 'u1'"):
+                await owner.request("commit", id="u1")
+            assert server.storage.dataset("study") is None
+            return summary
+        finally:
+            owner.close()
+            await server.stop()
+
+    summary = run(scenario())
+    assert summary["uploads_dropped"] == ["u1"] and summary["sessions_closed"] == []

@@ -53,12 +53,12 @@ def test_an_upload_is_described_then_staged_then_committed(setup: tuple[Deployme
     up.receive("data", data)
     assert up.state == "receiving" and storage.dataset("d") is None
     with pytest.raises(InputError, match="not staged"):
-        up.commit(is_coordinator=True, seq=None)
+        up.commit(dep, is_coordinator=True, seq=None)
     up.receive("labels", labels)
     assert up.state == "staged" and storage.dataset("d") is None  # nothing visible yet
     with pytest.raises(InputError, match="coordinator's sequence number"):
-        up.commit(is_coordinator=False, seq=None)
-    done = up.commit(is_coordinator=False, seq=7)
+        up.commit(dep, is_coordinator=False, seq=None)
+    done = up.commit(dep, is_coordinator=False, seq=7)
     assert done["seq"] == 7 and storage.dataset("d")["rows"] == ROWS
     # the server names the stored files itself, never after the client's upload id
     files = storage.dataset("d")["contributions"][0]["files"]
@@ -96,7 +96,7 @@ def test_the_coordinator_numbers_contributions(setup: tuple[Deployment, Storage]
         up = Upload.describe(storage, dep, 0, owner, _meta(id=f"u{i}"))
         for part, arr in zip(("data", "labels"), _shares(0), strict=True):
             up.receive(part, arr)
-        assert up.commit(is_coordinator=True, seq=99)["seq"] == i  # its own number wins
+        assert up.commit(dep, is_coordinator=True, seq=99)["seq"] == i  # its own number wins
 
 
 def test_arrays_must_be_the_ones_described(setup: tuple[Deployment, Storage]) -> None:
@@ -131,7 +131,7 @@ def test_large_arrays_arrive_as_blocks_of_rows(setup: tuple[Deployment, Storage]
     assert up.state == "receiving"
     up.receive("data", data[:, :cut], 0)
     assert up.state == "staged"
-    up.commit(is_coordinator=True, seq=None)
+    up.commit(dep, is_coordinator=True, seq=None)
     _, stored, _ = storage.load_dataset("d")
     np.testing.assert_array_equal(stored.block(slice(0, ROWS), slice(None)), data)
 
@@ -174,7 +174,7 @@ def test_an_owner_withdraws_only_its_own_contribution(setup: tuple[Deployment, S
     up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
     for part, arr in zip(("data", "labels"), _shares(), strict=True):
         up.receive(part, arr)
-    up.commit(is_coordinator=True, seq=None)
+    up.commit(dep, is_coordinator=True, seq=None)
     assert not withdraw(storage, dep, "hospital-b", "d", "u1")
     assert withdraw(storage, dep, "hospital-a", "d", "u1")
     assert storage.dataset("d") is None or not storage.dataset("d")["contributions"]
@@ -201,3 +201,26 @@ def test_uploads_reserve_their_disk_space_until_they_end(setup: tuple[Deployment
     first.abort()
     Upload.describe(storage, dep, 0, "hospital-b", _meta(id="u2")).abort()
     assert storage.reserved == 0
+
+
+def test_a_permission_removed_after_staging_stops_the_commit(tmp_path: Path) -> None:
+    """The owner's dataset list is checked again at commit: a reload that removed the
+    dataset from it (key and role unchanged) leaves a staged upload nothing to commit to."""
+    path = write_config(tmp_path, 3, ports=[7001, 7002, 7003],
+                        extra_client_lines={"hospital-a": 'datasets = ["d"]'})
+    storage = Storage(tmp_path / "data")
+    storage.open()
+    try:
+        up = Upload.describe(storage, config.load(path), 1, "hospital-a", _meta())
+        for part, arr in zip(("data", "labels"), _shares(), strict=True):
+            up.receive(part, arr)
+        assert up.state == "staged" and up.allowed(config.load(path))
+        path.write_text(path.read_text().replace('datasets = ["d"]', 'datasets = ["other"]'))
+        revoked = config.load(path)
+        assert not up.allowed(revoked)
+        with pytest.raises(AccessDenied, match="may not contribute to dataset 'd'"):
+            up.commit(revoked, is_coordinator=True, seq=None)
+        assert up.state == "aborted" and storage.dataset("d") is None
+        assert storage.reserved == 0
+    finally:
+        storage.close()

@@ -28,7 +28,7 @@ from mpcnet.pins import (
 def dep_file(tmp_path: Path) -> Path:
     path = write_config(tmp_path / "deploy", 3, ports=[7001, 7002, 7003])
     made = keygen("analyst", tmp_path / "analyst-machine")
-    pin(path, made.cert)
+    pin(path, "analyst", made.cert, made.fingerprint)
     return path
 
 
@@ -88,7 +88,7 @@ def test_pinned_keys_and_the_trust_store_hold_the_pinned_certificates_only(
     assert store.count("BEGIN CERTIFICATE") == 1
     assert _cert_from(store) == mine
     # a key change: both keys pinned, both certificates found
-    pin(dep_file, dep.tls_dir / "stray.pem")
+    pin(dep_file, "analyst", dep.tls_dir / "stray.pem", fingerprint(other), key_change=True)
     dep = config.load(dep_file)
     assert len(pinned_keys(dep, "analyst")) == 2
     assert unfound_pins(dep) == {}

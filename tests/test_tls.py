@@ -434,3 +434,104 @@ def test_a_request_too_large_for_a_header_travels_as_a_body() -> None:
     assert wire.decode(header, body) == wire.Request("upload", {"meta": meta})
     small = wire.encode(wire.Request("status", {}))
     assert small[1] is None and wire.decode(*small) == wire.Request("status", {})
+
+
+def _ca_like(name: str) -> tuple[Any, x509.Certificate]:
+    """A key and self-signed certificate for ``name`` that OpenSSL may take for an issuer:
+    key usage keyCertSign, no basicConstraints (what a participant could send to be pinned)."""
+    import datetime as dt
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(7)
+            .not_valid_before(now - dt.timedelta(hours=1))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False,
+                                         False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    return key, cert
+
+
+def test_a_trusted_certificate_without_ca_false_issues_no_client_certificate(
+        pki: Path, tmp_path: Path) -> None:
+    """Strict verification: a certificate in the trust store that does not say CA=false does
+    not make a leaf it signed acceptable at the TLS layer (the pins keep such certificates out
+    of the store too, ``mpcnet.pins.is_ca``)."""
+    import datetime as dt
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import Encoding
+    from cryptography.x509.oid import NameOID
+
+    from mpcnet.net.tls import trust
+
+    issuer_key, issuer = _ca_like("outsider")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    leaf = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cli")]))
+            .issuer_name(issuer.subject).public_key(key.public_key()).serial_number(8)
+            .not_valid_before(now - dt.timedelta(hours=1))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("cli")]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                issuer_key.public_key()), critical=False)
+            .sign(issuer_key, hashes.SHA256()))
+    write_key(key, tmp_path / "leaf.key")
+    write_cert(leaf, tmp_path / "leaf.pem")
+
+    async def main() -> None:
+        port = free_ports(1)[0]
+        accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
+        ctx = _sctx(pki, "p0")
+        trust(ctx, issuer.public_bytes(Encoding.PEM).decode("ascii"))
+        srv = await _listen(ctx, port, accepted)
+        conn = await dial("p0", "127.0.0.1", port,
+                          client_context(tmp_path / "leaf.pem", tmp_path / "leaf.key"),
+                          pins=_pins(pki, "p0"), max_frame=1024, deadline=time.monotonic() + 5)
+        conn.send({"k": "hello"})
+        with pytest.raises(TimeoutError):  # the server refused the chain: nothing arrives
+            await asyncio.wait_for(accepted.get(), 1.0)
+        conn.close()
+        srv.close()
+    asyncio.run(main())
+
+
+def test_the_server_issues_no_session_tickets(pki: Path) -> None:
+    """No TLS session resumption: a resumed session skips the certificate check, so a client
+    whose pin was removed could come back on a ticket from before."""
+    import ssl
+
+    def connect(port: int) -> ssl.SSLSession | None:
+        ctx = client_context(pki / "cli.pem", pki / "cli.key")
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                             server_hostname="p0") as s:
+            s.sendall(encode({"k": "hello"})[0])
+            s.recv(64)  # the server's answer; any ticket arrives before it
+            return s.session
+
+    async def main() -> None:
+        port = free_ports(1)[0]
+        accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
+        srv = await _listen(_sctx(pki, "p0"), port, accepted)
+
+        async def answer() -> None:
+            inc = await accepted.get()
+            await inc.recv(timeout=5)
+            inc.send({"k": "ok"})
+        answering = asyncio.ensure_future(answer())
+        session = await asyncio.to_thread(connect, port)
+        await answering
+        assert session is not None and not session.has_ticket
+        srv.close()
+    asyncio.run(main())

@@ -79,10 +79,15 @@ def trust(ctx: ssl.SSLContext, pinned: str) -> None:
 
 def server_context(cert: Path, key: Path, pinned: str) -> ssl.SSLContext:
     """Context of a listening server: TLS 1.3 only, a client certificate required and checked
-    against the pinned certificates ``pinned`` (PEM)."""
+    against the pinned certificates ``pinned`` (PEM), strictly (RFC 5280), and no session
+    tickets: a resumed session would skip the certificate check, so a client whose pin was
+    removed could come back on a ticket from before (the pin check after the handshake then
+    reads the certificate of the first session)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.verify_flags |= ssl.VERIFY_X509_STRICT
+    ctx.num_tickets = 0
     load_identity(ctx, cert, key)
     trust(ctx, pinned)
     return ctx
