@@ -83,7 +83,7 @@ def test_a_keyed_upload_needs_its_record_id_hashes_and_is_loaded_with_them(
             up.receive("labels", _shares()[1])
         assert up.state == "receiving"  # the hashes are still missing
         up.receive("ids", info.share(np.zeros((rows, 2), np.uint64))[1])
-        up.commit(is_coordinator=True, seq=None)
+        up.commit(dep, is_coordinator=True, seq=None)
     manifest, parts = storage.load_keyed("d")
     assert manifest["layout"] == "keyed" and manifest["rows"] == ROWS - 2
     assert [(ids.shape, data.shape) for ids, data in parts] == [
