@@ -163,6 +163,7 @@ class JobRunner:
         """pi_GINI-FS on the job's dataset: the scheme, what to store, the result's manifest
         (without its files) and the plan."""
         from mpcnet.featsel.gini_fs import label_codes, select_stored
+        from mpcnet.train.choose import choose_k
 
         # reading and checking (SHA-256) the shares may take long: not on the event loop
         manifest, stored, labels = await asyncio.to_thread(self.storage.load_dataset,
@@ -184,15 +185,21 @@ class JobRunner:
                                   np.asarray(schema["exponents"], dtype=np.int64), budget,
                                   score_name=job.score)
         del data, labels
+        k, plan = job.k, res.plan
+        if job.candidates:  # --k auto: D' of the chosen k is a prefix of the largest's
+            with engine.phase("k-choice"):
+                k, figures = await choose_k(scheme, res.reduced, res.labels,
+                                            tuple(job.candidates), memory_budget=budget)
+            plan = dict(plan, k=k, **figures)
         release = catalog.release_of(manifest)
         # the label's one-hot shares stay on the servers, for training (never fetched)
-        outputs = {"reduced": res.reduced, "exponents": res.exponents,
+        outputs = {"reduced": res.reduced[:, :k], "exponents": res.exponents[:k],
                    "training_labels": res.labels}
         if "label" in release:
             outputs["labels"] = label_codes(scheme, res.labels)
         if "names" in release:
-            outputs["indices"] = res.indices
-        return scheme, outputs, self._manifest(job, manifest), res.plan
+            outputs["indices"] = res.indices[:k]
+        return scheme, outputs, dict(self._manifest(job, manifest), k=k), plan
 
     async def _train(self, job: Job, engine: RoundEngine, closing: contextlib.ExitStack
                      ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:

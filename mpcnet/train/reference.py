@@ -100,7 +100,7 @@ def sigmoid(z: np.ndarray, f: int) -> np.ndarray:
     out = z * I64(sum(SLOPE_STEPS)) + I64(1 << (f + SLOPE_BITS - 1))
     for b, a in zip(BREAKPOINTS, SLOPE_STEPS, strict=True):
         h = I64(round(b * 2**f))
-        out -= I64(a) * ((z > h) * (z - h) + (z < -h) * (z + h))
+        out -= I64(a) * (np.where(z > h, z - h, 0) + np.where(z < -h, z + h, 0))
     return out
 
 
