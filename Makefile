@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs bench accuracy network scaling package-check
+.PHONY: demo test docs bench accuracy network scaling package-check kauto-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,3 +44,7 @@ scaling: $(PY)  ## growth with m (to 100,000 rows), p and k, with plots (~7 min)
 package-check: $(PY)  ## build the wheel and the sdist, install each in a fresh venv outside the clone, run the demo there (~4 min)
 	$(PY) -m pip install -q -e '.[dev]'
 	$(PY) -m pytest -q -m slow tests/test_packaging.py
+
+kauto-check: $(PY)  ## select --k auto on real servers, LSVT and CogLoad, every setting, against plaintext --k auto (~10 min)
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pytest -q -m slow tests/test_e2e_kauto.py

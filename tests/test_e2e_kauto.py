@@ -1,7 +1,9 @@
 """End to end: ``select --k auto`` on real mpc-party processes over TLS, on the bundled LSVT and
 CogLoad, under every setting: the servers choose the k that ``plaintext --k auto`` computes
 from the same file, store D' for it (equal to the plaintext D'), and reveal nothing of the
-candidates but the choice. Every process a test starts is stopped by PID (``LocalCluster``)."""
+candidates but the choice. Every process a test starts is stopped by PID (``LocalCluster``).
+Slow (about 10 minutes: 200 epochs of four models with deterministic truncations, in every
+setting): ``make kauto-check``."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from mpcnet.client.local import LocalCluster
 from mpcnet.dataset import BUNDLED, bundled
 
 CANDIDATES = "5,10,20,50"
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def test_the_servers_choose_the_plaintext_k(three: LocalCluster, four: LocalClus
                                                if security == "active3" else [])))
     job = json.loads(ok(cluster.client("analyst", "--json", "select", "--dataset", dataset,
                                        "--k", "auto", "--candidates", CANDIDATES, "--result",
-                                       dataset, "--security", security)))
+                                       dataset, "--security", security, timeout=900)))
     want = json.loads(ok(cluster.client("analyst", "--json", "plaintext", path, *_options(name),
                                         "--k", "auto", "--candidates", CANDIDATES, "--out",
                                         str(tmp_path / "want.csv"))))
