@@ -96,10 +96,8 @@ def expected_choice(files: Sequence[str | Path], candidates: tuple[int, ...], **
         raise InputError("--k auto goes with --candidates K1,K2,...")
     largest = expected_selection(files, max(candidates), **options)
     codes = np.array([largest.classes.index(c) for c in largest.labels])
-    if len(largest.classes) != 2:
-        raise InputError(f"--k auto chooses for a label of two classes only, not "
-                         f"{len(largest.classes)}")
-    counts = held_out_correct(largest.reduced.encoded, codes, tuple(candidates))
+    counts = held_out_correct(largest.reduced.encoded, codes, len(largest.classes),
+                              tuple(candidates))
     k = candidates[int(np.argmax(counts))]  # the most correct, ties to the smaller k
     return expected_selection(files, k, **options), [int(c) for c in counts]
 

@@ -266,8 +266,7 @@ class JobBook:
                 raise InputError(f"a choice of k among {job.candidates} selects "
                                  f"{max(job.candidates)} features first, not {job.k}")
             schema = manifest["schema"]
-            check_candidates(tuple(job.candidates), len(schema["columns"]), manifest["rows"],
-                             len(schema["classes"]))
+            check_candidates(tuple(job.candidates), len(schema["columns"]), manifest["rows"])
         return manifest
 
     def _training_source(self, job: Job) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from mpcnet.ops.truncate import trunc_floor
 from mpcnet.plain.logreg import Training
 from mpcnet.schemes.base import join
 from mpcnet.train import reference
-from mpcnet.train.choose import _winner, check_candidates, choose_k, holdout_split, trained_mask
+from mpcnet.train.choose import check_candidates, choose_k, first_max, holdout_split, trained_mask
 from mpcnet.train.logreg import PROB_BITS, descend, training_layout
 from mpcnet.train.standardise import FEATURE_BITS, standardise
 
@@ -21,20 +21,21 @@ CANDIDATES = (1, 2, 4)
 TRAINING = Training(epochs=12)
 
 
-def _dataset(m: int = 64) -> tuple[np.ndarray, np.ndarray]:
+def _dataset(m: int = 64, n_classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """m rows of 4 encoded columns in rank order, of very different magnitudes (one constant
-    on the fitted rows but not on the held-out ones), two classes that depend on two of them."""
+    on the fitted rows but not on the held-out ones), classes that depend on two of them."""
     rng = np.random.default_rng(7)
-    codes = rng.integers(0, 2, m)
+    codes = rng.integers(0, n_classes, m)
     z = np.stack([(rng.normal(0, 1, m) + codes) * 2**30, rng.integers(-3, 4, m),
-                  (rng.normal(0, 1, m) + 0.5 * codes) * 2**12, np.full(m, 5000)],
+                  (rng.normal(0, 1, m) + 0.5 * (codes == 1)) * 2**12, np.full(m, 5000)],
                  1).round().astype(np.int64)
     z[holdout_split(m).order[-1], 3] = 7000
     return z, codes
 
 
-def _labels(codes: np.ndarray) -> np.ndarray:
-    return (codes == 0).astype(np.int64)[:, None]  # one-hot without the last class
+def _labels(codes: np.ndarray, n_classes: int = 2) -> np.ndarray:
+    """One-hot without the last class."""
+    return (codes[:, None] == np.arange(n_classes - 1)[None, :]).astype(np.int64)
 
 
 def test_features_and_weights_equal_the_emulation_bit_for_bit(scheme: str) -> None:
@@ -65,30 +66,33 @@ def test_features_and_weights_equal_the_emulation_bit_for_bit(scheme: str) -> No
     assert len(np.unique(x[:split.fit, 3])) == 1 and x[-1, 3] == 0  # constant when fitted
 
 
-def test_the_private_choice_is_the_emulated_choice(scheme: str) -> None:
-    z, codes = _dataset()
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_the_private_choice_is_the_emulated_choice(scheme: str, n_classes: int) -> None:
+    z, codes = _dataset(n_classes=n_classes)
 
     async def body(s, z, labels):  # type: ignore[no-untyped-def]
         return (await choose_k(s, z, labels, CANDIDATES, TRAINING))[0]
 
-    chosen = opened(run_protocol(scheme, {"z": z, "labels": _labels(codes)}, body))
-    counts = reference.held_out_correct(z, codes, CANDIDATES, TRAINING)
-    assert chosen == reference.choose_k(z, codes, CANDIDATES, TRAINING)
+    chosen = opened(run_protocol(scheme, {"z": z, "labels": _labels(codes, n_classes)}, body))
+    counts = reference.held_out_correct(z, codes, n_classes, CANDIDATES, TRAINING)
+    assert chosen == reference.choose_k(z, codes, n_classes, CANDIDATES, TRAINING)
     assert counts.max() > counts.min()  # the candidates differ: the choice is not trivial
 
 
-@pytest.mark.parametrize("counts,winner", [([5, 7, 7, 3], 1), ([4, 4, 4, 4], 0),
-                                           ([1, 2, 3, 9], 3), ([9, 0, 9, 9], 0),
-                                           ([2, 3], 1), ([3, 3, 2], 0)])
-def test_the_most_correct_wins_and_ties_go_to_the_smaller_k(scheme: str, counts: list[int],
-                                                             winner: int) -> None:
-    candidates = tuple(range(3, 3 + 2 * len(counts), 2))
+@pytest.mark.parametrize("rows,winners", [
+    ([[5, 7, 7, 3], [4, 4, 4, 4], [1, 2, 3, 9], [9, 0, 9, 9], [-3, -1, -2, -1]],
+     [1, 0, 3, 0, 1]),
+    ([[2, 3], [3, 3], [3, 2]], [1, 0, 0]), ([[3, 3, 2], [0, 1, 1], [2**40, -(2**40), 0]],
+                                            [0, 1, 0])])
+def test_the_first_largest_wins_ties_to_the_lower_index(scheme: str, rows: list[list[int]],
+                                                          winners: list[int]) -> None:
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await first_max(s, x))
 
-    async def body(s, n):  # type: ignore[no-untyped-def]
-        return await s.open(await _winner(s, n, candidates))
-
-    got = opened(run_protocol(scheme, {"n": np.array(counts)}, body))
-    assert int(got[0]) == candidates[winner] == candidates[int(np.argmax(counts))]
+    got = opened(run_protocol(scheme, {"x": np.array(rows)}, body))
+    expected = np.eye(len(rows[0]), dtype=np.uint64)[np.argmax(rows, axis=1)]
+    assert list(np.argmax(rows, axis=1)) == winners
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_the_split_is_public_and_fixed() -> None:
@@ -103,8 +107,6 @@ def test_the_split_is_public_and_fixed() -> None:
                                               ((3, 10), "1 to 9")])
 def test_bad_candidates_are_refused(candidates: tuple[int, ...], words: str) -> None:
     with pytest.raises(InputError, match=words):
-        check_candidates(candidates, 10, 100, 2)
-    with pytest.raises(InputError, match="two classes"):
-        check_candidates((1, 2), 10, 100, 3)
+        check_candidates(candidates, 10, 100)
     with pytest.raises(InputError, match="at least 16 rows"):
-        check_candidates((1, 2), 10, 15, 2)
+        check_candidates((1, 2), 10, 15)

@@ -12,19 +12,19 @@ ranks is revealed. Then, with nothing opened but the winner:
 3. c logistic regressions (``mpcnet.train.logreg``, the job's hyper-parameters) train as one:
    the weights are (k_c + 1) x c, column i trained on the first k_i columns and the intercept
    (``descend`` with a trained mask), so every epoch is the rounds of one training;
-4. on the held-out rows, each model predicts the second class where its score is above 0 (as
-   ``mpcnet.plain.logreg.Model.predict``), and n_i = the number of correct predictions is
-   summed in MPC;
+4. on the held-out rows, each model predicts as ``mpcnet.plain.logreg.Model.predict`` does
+   (two classes: the second where its score is above 0; more: the class of the first largest
+   score, by ``first_max`` per row), and n_i = the number of correct predictions is summed in
+   MPC;
 5. the winner is the candidate with the most correct held-out predictions, ties to the smaller
-   k: for i < j one batch of sign tests b_ij = [n_i < n_j], then w_i = prod_(j < i) b_ji
-   prod_(j > i) (1 - b_ij) (a tree of products) is 1 for the winner only, and only
-   sum_i w_i k_i is opened.
+   k (``first_max``): for i < j one batch of sign tests b_ij = [n_i < n_j], then w_i =
+   prod_(j < i) b_ji prod_(j > i) (1 - b_ij) (a tree of products) is 1 for the winner only, and
+   only sum_i w_i k_i is opened.
 
 Every truncation is the deterministic ``trunc_floor``, so the counts are exactly those of the
 plaintext emulation ``mpcnet.train.reference`` and the private choice equals the plaintext one
 (the stochastic rounding of ``trunc``, whose errors depend on fresh randomness, would let a
-held-out row near the decision boundary flip, and with it a close choice). Two classes only:
-a multi-class held-out prediction needs an argmax over classes, not done yet.
+held-out row near the decision boundary flip, and with it a close choice).
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def holdout_split(m: int) -> Split:
     return Split(order, m - m // 4)
 
 
-def check_candidates(candidates: tuple[int, ...], p: int, m: int, n_classes: int) -> None:
-    """Refuse candidates that are not 2 to MAX_CANDIDATES increasing k in 1..p-1, a dataset of
-    more than two classes, or too few rows to hold some out, naming the bound."""
+def check_candidates(candidates: tuple[int, ...], p: int, m: int) -> None:
+    """Refuse candidates that are not 2 to MAX_CANDIDATES increasing k in 1..p-1, or too few
+    rows to hold some out, naming the bound."""
     if not 2 <= len(candidates) <= MAX_CANDIDATES:
         raise InputError(f"--k auto needs 2 to {MAX_CANDIDATES} candidates, not "
                          f"{len(candidates)}")
@@ -85,49 +85,75 @@ def check_candidates(candidates: tuple[int, ...], p: int, m: int, n_classes: int
             or candidates[-1] >= p:
         raise InputError(f"the candidates must increase, each from 1 to {p - 1} for {p} "
                          f"features, not {','.join(map(str, candidates))}")
-    if n_classes != 2:
-        raise InputError(f"--k auto chooses for a label of two classes only, not {n_classes}")
     if m // 4 < MIN_HELD_OUT:
         raise InputError(f"--k auto holds out a quarter of the rows: it needs at least "
                          f"{4 * MIN_HELD_OUT} rows, not {m}")
 
 
-def trained_mask(candidates: tuple[int, ...]) -> np.ndarray:
-    """The (k_c + 1) x c 0/1 array of the weights that train: column i the first k_i rows and
-    the intercept (the last row)."""
+def trained_mask(candidates: tuple[int, ...], vectors: int = 1) -> np.ndarray:
+    """The (k_c + 1) x (c vectors) 0/1 array of the weights that train: candidate i's
+    ``vectors`` columns (one per class against the rest; one for two classes) the first k_i
+    rows and the intercept (the last row)."""
     width = candidates[-1] + 1
     mask = np.arange(width)[:, None] < np.array(candidates)[None, :]
     mask[-1] = True
-    return mask.astype(U64)
+    return np.repeat(mask, vectors, axis=1).astype(U64)
+
+
+def first_max_factors(c: int) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """For the one-hot of the first maximum among c values: the pairs (i, j), i < j, whose
+    sign tests b_t = [x_i < x_j] are made, and per value i the c - 1 factors of its product,
+    as indices into [b, 1 - b] (c - 1 x c): 1 - b_t where i is the first of pair t (x_i >=
+    x_j), b_t where it is the second (x_i > x_j)."""
+    pairs = [(i, j) for i in range(c) for j in range(i + 1, c)]
+    picks: list[list[int]] = [[] for _ in range(c)]
+    for t, (i, j) in enumerate(pairs):
+        picks[i].append(len(pairs) + t)
+        picks[j].append(t)
+    return pairs, np.array(picks, dtype=np.int64).T.reshape(c - 1, c)
+
+
+async def first_max(s: Scheme, x: Shared) -> Shared:
+    """Per row of x (r x c, signed values), the 0/1 one-hot of its largest value, ties to the
+    lower index (``np.argmax``): one batch of c(c - 1)/2 sign tests, then per value the product
+    of its c - 1 factors (``first_max_factors``) by a tree, ceil(log2(c - 1)) rounds."""
+    r, c = x.shape
+    pairs, picks = first_max_factors(c)
+    below = await ltz(s, s.sub(x[:, [i for i, _ in pairs]], x[:, [j for _, j in pairs]]))
+    level = join([below, s.add_public(s.neg(below), U64(1))], 1)[:, picks]  # r x (c-1) x c
+    while level.shape[1] > 1:
+        half = level.shape[1] // 2
+        products = await s.mul(level[:, :half], level[:, half:2 * half])
+        level = join([products, level[:, 2 * half:]], 1) if level.shape[1] % 2 else products
+    return level.reshape(r, c)
 
 
 async def choose_k(s: Scheme, reduced: Shared, labels: Shared, candidates: tuple[int, ...],
                    training: Training = DEFAULT_TRAINING,
                    memory_budget: int = DEFAULT_MEMORY_BUDGET) -> tuple[int, dict[str, str]]:
     """The chosen k (opened, the only value opened) from the m x k_c ``reduced`` D'_(k_c) in
-    rank order and the one-hot labels (m x 1), and the job's figures (public)."""
+    rank order and the one-hot labels (m x (n - 1)), and the job's figures (public)."""
     check_training(training)
     m, width = reduced.shape
-    check_candidates(candidates, width + 1, m, labels.shape[1] + 1)
+    check_candidates(candidates, width + 1, m)
     if width != candidates[-1]:
         raise InputError(f"D' has {width} columns, the largest candidate is {candidates[-1]}")
     split = holdout_split(m)
-    data, y = reduced[split.order], targets(s, labels[split.order])  # m x 1, 0/1
-    c = len(candidates)
-    cut = training_layout(s.name, split.fit, width, c, memory_budget)
+    data, y = reduced[split.order], targets(s, labels[split.order])  # m x C, 0/1
+    c, vectors = len(candidates), y.shape[1]
+    cut = training_layout(s.name, split.fit, width, c * vectors, memory_budget)
     columns = await standardise(s, data, cut.tile_rows, split.fit, trunc_floor)
     ones = s.public(np.full((m, 1), 1 << FEATURE_BITS, dtype=U64))
     rows = join([columns.features, ones], 1)  # [X~ 1], m x (k_c + 1)
     fit, held = slice(0, split.fit), slice(split.fit, m)
-    weights = await descend(s, rows[fit], s.mul_public(y[fit], U64(1 << PROB_BITS))
-                            .broadcast_to((split.fit, c)), training, cut, trunc_floor,
-                            trained_mask(candidates))
-    scores = await s.matmul(rows[held], weights)                    # held-out x c
-    above = await ltz(s, s.neg(scores))                             # [score > 0]
-    truth = y[held].broadcast_to(above.shape)
-    wrong = s.sub(s.add(above, truth), s.mul_public(await s.mul(above, truth), U64(2)))
-    correct = s.add_public(s.neg(s.sum(wrong, 0)), U64(split.held_out))  # n_i
-    chosen = await _winner(s, correct, candidates)
+    every = np.tile(np.arange(vectors), c)  # column i C + j: candidate i, class j
+    weights = await descend(s, rows[fit], s.mul_public(y[fit][:, every], U64(1 << PROB_BITS)),
+                            training, cut, trunc_floor, trained_mask(candidates, vectors))
+    scores = await s.matmul(rows[held], weights)               # held-out x (c C)
+    correct = s.add_public(s.neg(s.sum(await _wrong(s, scores, y[held], c), 0)),
+                           U64(split.held_out))                # n_i
+    wins = (await first_max(s, correct.reshape(1, c))).reshape(c)
+    chosen = s.sum(s.mul_public(wins, np.array(candidates, dtype=U64)), 0).reshape(1)
     k = int((await s.open(chosen))[0])
     if k not in candidates:  # an honest run opens a candidate; anything else is an attack
         raise InputError(f"the choice of k opened {k}, not a candidate")
@@ -136,25 +162,15 @@ async def choose_k(s: Scheme, reduced: Shared, labels: Shared, candidates: tuple
                            "(their accuracies are not revealed)"}
 
 
-async def _winner(s: Scheme, correct: Shared, candidates: tuple[int, ...]) -> Shared:
-    """sum_i w_i k_i for the candidate with the most correct predictions, ties to the smaller
-    (step 5 of the module docstring)."""
-    c = len(candidates)
-    pairs = [(i, j) for i in range(c) for j in range(i + 1, c)]
-    diffs = s.sub(correct[[i for i, _ in pairs]], correct[[j for _, j in pairs]])
-    below = await ltz(s, diffs)                                      # b_ij = [n_i < n_j]
-    factors: list[list[Shared]] = [[] for _ in range(c)]
-    for t, (i, j) in enumerate(pairs):
-        factors[i].append(s.add_public(s.neg(below[t:t + 1]), U64(1)))  # n_i >= n_j
-        factors[j].append(below[t:t + 1])                               # n_j > n_i
-    level = [join(f, 0) for f in factors]  # c arrays of c - 1 bits
-    while level[0].shape[0] > 1:
-        n = level[0].shape[0]
-        half = n // 2
-        left = join([f[:half] for f in level], 0)
-        right = join([f[half:2 * half] for f in level], 0)
-        products = await s.mul(left, right)
-        level = [join([products[i * half:(i + 1) * half]] + ([f[2 * half:]] if n % 2 else []),
-                      0) for i, f in enumerate(level)]
-    wins = join(level, 0)                                            # c: w_i
-    return s.sum(s.mul_public(wins, np.array(candidates, dtype=U64)), 0).reshape(1)
+async def _wrong(s: Scheme, scores: Shared, y: Shared, c: int) -> Shared:
+    """Per held-out row and candidate (h x c), 1 where its model predicts another class than
+    the row's (step 4): for two classes [score > 0] XOR y, else 1 - sum_j y_j [j is the first
+    largest score] (``mpcnet.plain.logreg.Model.predict``)."""
+    h, vectors = y.shape
+    if vectors == 1:
+        above = await ltz(s, s.neg(scores))                    # [score > 0], h x c
+        truth = y.broadcast_to(above.shape)
+        return s.sub(s.add(above, truth), s.mul_public(await s.mul(above, truth), U64(2)))
+    best = (await first_max(s, scores.reshape(h * c, vectors))).reshape(h, c, vectors)
+    hits = s.sum(await s.mul(best, y.reshape(h, 1, vectors).broadcast_to(best.shape)), 2)
+    return s.add_public(s.neg(hits), U64(1))

@@ -123,28 +123,33 @@ def descend(rows: np.ndarray, y: np.ndarray, training: Training,
     return weights
 
 
-def held_out_correct(reduced: np.ndarray, codes: np.ndarray, candidates: tuple[int, ...],
-                     training: Training = DEFAULT_TRAINING) -> np.ndarray:
+def held_out_correct(reduced: np.ndarray, codes: np.ndarray, n_classes: int,
+                     candidates: tuple[int, ...], training: Training = DEFAULT_TRAINING
+                     ) -> np.ndarray:
     """Per candidate, the held-out rows its model predicts right, as the servers count them
     (never revealed by them), from the m x k_c encoded D'_(k_c) in rank order and the class
-    codes (0 or 1)."""
+    codes (0 to n_classes - 1)."""
     check_training(training)
     reduced = np.asarray(reduced, dtype=I64)
     m = reduced.shape[0]
-    check_candidates(candidates, reduced.shape[1] + 1, m, 2)
+    check_candidates(candidates, reduced.shape[1] + 1, m)
     split = holdout_split(m)
     x = standardised(reduced[split.order], split.fit)
     rows = np.hstack([x, np.full((m, 1), 1 << st.FEATURE_BITS, dtype=I64)])
-    truth = (np.asarray(codes)[split.order] == 1).astype(I64)[:, None]
-    fit = slice(0, split.fit)
-    weights = descend(rows[fit], np.repeat(truth[fit] << PROB_BITS, len(candidates), 1),
-                      training, trained_mask(candidates))
-    predicted = (rows[split.fit:] @ weights > 0).astype(I64)
-    return (predicted == truth[split.fit:]).sum(0)
+    codes = np.asarray(codes)[split.order]
+    onehot = (codes[:, None] == np.arange(n_classes)[None, :]).astype(I64)
+    y = onehot[:, 1:] if n_classes == 2 else onehot  # ``logreg.targets``
+    c, vectors = len(candidates), y.shape[1]
+    fit, held = slice(0, split.fit), slice(split.fit, m)
+    weights = descend(rows[fit], np.tile(y[fit] << PROB_BITS, c), training,
+                      trained_mask(candidates, vectors))
+    scores = (rows[held] @ weights).reshape(-1, c, vectors)
+    predicted = (scores[..., 0] > 0) if vectors == 1 else scores.argmax(axis=2)
+    return (predicted == codes[held][:, None]).sum(0)
 
 
-def choose_k(reduced: np.ndarray, codes: np.ndarray, candidates: tuple[int, ...],
-             training: Training = DEFAULT_TRAINING) -> int:
+def choose_k(reduced: np.ndarray, codes: np.ndarray, n_classes: int,
+             candidates: tuple[int, ...], training: Training = DEFAULT_TRAINING) -> int:
     """The k the servers choose: the most correct held-out predictions, ties to the smaller."""
-    counts = held_out_correct(reduced, codes, candidates, training)
+    counts = held_out_correct(reduced, codes, n_classes, candidates, training)
     return candidates[int(np.argmax(counts))]
