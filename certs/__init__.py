@@ -1,1 +1,1 @@
-"""Certificate tooling for a deployment: one CA, a key and certificate per server and client."""
+"""Keys and pins: each party makes its own key where it runs; the deployment file pins it."""

@@ -20,7 +20,8 @@ from mpcnet.config import Deployment, ServerConfig
 from mpcnet.errors import HandshakeError, MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
-from mpcnet.net.tls import client_context, dial
+from mpcnet.net.tls import client_context, dial, not_admitted
+from mpcnet.pins import days_left
 
 
 def default_security(dep: Deployment) -> str:
@@ -48,9 +49,9 @@ class ServerSession:
         within ``probe_timeout``, so that a client never waits long on a server that is down
         or frozen (servers wait longer for each other)."""
         cert, key = dep.identity(identity)
-        ctx = client_context(dep.ca, cert, key)
+        ctx = client_context(cert, key)
         probe = dep.timeouts.probe
-        conn = await dial(server.name, server.host, server.port, ctx,
+        conn = await dial(server.name, server.host, server.port, ctx, pins=dep.pins(server.name),
                           max_frame=dep.max_frame_bytes, deadline=time.monotonic() + probe,
                           handshake_timeout=dep.timeouts.handshake, bound="probe_timeout")
         session = cls(server, conn, dep.timeouts.request)
@@ -65,11 +66,7 @@ class ServerSession:
                 raise PeerError(f"{conn.label} did not answer the session's hello within "
                                 f"{probe} s (probe_timeout in the deployment file bounds the "
                                 "wait); is the server overloaded?") from None
-            # TLS 1.3 reports a refused client certificate only after the handshake
-            raise HandshakeError(
-                f"{conn.label} refused the session before answering ({exc}); most likely it "
-                f"does not accept the certificate {cert} of {identity!r} (signed by another CA "
-                "or expired?). Check the deployment's [tls] files") from None
+            raise not_admitted(conn.label, cert, exc) from None  # TLS 1.3: after the handshake
         return session
 
     async def _receive(self, timeout: float | None = None
@@ -168,13 +165,15 @@ class Connections:
                 sess = await self.probe_session(s)
                 try:
                     r = await sess.request("status", mesh=mesh)
+                    days = days_left(sess.conn.peer_certificate())
                 finally:
                     sess.close()
                 ok = all(v == "ok" for v in r.get("mesh", {}).values())
                 return {"server": s.name, "address": s.address, "reachable": True,
                         "version": r.get("version"), "mesh": r.get("mesh", {}),
                         "mesh_ok": ok, "running": r.get("running", []),
-                        "queued": r.get("queued", 0), "load": r.get("load", {})}
+                        "queued": r.get("queued", 0), "load": r.get("load", {}),
+                        "certificate_days": round(days, 1)}
             except MPCError as exc:
                 return {"server": s.name, "address": s.address, "reachable": False,
                         "error": str(exc), "mesh_ok": False}

@@ -1,10 +1,10 @@
 """``mpc-demo``: the whole product on one machine, with no configuration.
 
-Makes a CA and certificates in a work folder, starts three (or four, for active4) ``mpc-party``
-processes on free 127.0.0.1 ports, shares a bundled dataset from two data owners split by rows,
-runs the selection, fetches and reconstructs D', checks it against the plaintext selection
-(``mpcnet.plain``) exactly, stops the servers and prints a summary. Exit status 0 only if D'
-equals the plaintext result.
+Makes every key in one work folder (one operator on one machine, as ``mpc-certs local``),
+starts three (or four, for active4) ``mpc-party`` processes on free 127.0.0.1 ports, shares a
+bundled dataset from two data owners split by rows, runs the selection, fetches and
+reconstructs D', checks it against the plaintext selection (``mpcnet.plain``) exactly, stops
+the servers and prints a summary. Exit status 0 only if D' equals the plaintext result.
 
     mpc-demo [--dataset lsvt|cogload|speeddating] [--k K] [--security passive3|active3|active4]
              [--workdir DIR] [--keep]
@@ -119,7 +119,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--score", default="ms-gini", choices=sorted(SCORES),
                    help="how features are scored (default: ms-gini)")
     p.add_argument("--workdir", type=Path,
-                   help="keep certificates, data and logs here (default: a temporary folder, "
+                   help="keep keys, data and logs here (default: a temporary folder, "
                         "deleted at the end)")
     p.add_argument("--keep", action="store_true",
                    help="do not delete the work folder (default: delete it)")
@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with LocalCluster(work, n_servers=n) as cluster:
             names = [s.name for s in cluster.dep.servers]
-            out(f"mpc-demo: certificates in {cluster.dep.tls_dir}; starting {', '.join(names)} "
+            out(f"mpc-demo: every key in {cluster.dep.tls_dir} (one operator on one machine; "
+                f"separate organisations each make their own); starting {', '.join(names)} "
                 f"on 127.0.0.1:{','.join(str(s.port) for s in cluster.dep.servers)}")
             t0 = time.perf_counter()
             cluster.start()

@@ -1,4 +1,8 @@
-"""Layer: client tooling. A throw-away local deployment: config, certificates, server processes.
+"""Layer: client tooling. A throw-away local deployment: config, keys, server processes.
+
+It is the one-command local set-up of one operator on one machine: it makes every server's and
+client's key in one folder and pins them all (``mpc-certs local``), which separate
+organisations never do (docs/operations.md).
 
 Used by the one-command demo, the end-to-end tests and the benchmarks::
 
@@ -51,7 +55,7 @@ def write_config(folder: Path, n_servers: int = 3, ports: list[int] | None = Non
     t = {"connect_timeout": 15.0, "round_timeout": 30.0, "request_timeout": 30.0,
          "handshake_timeout": 5.0, "probe_timeout": 2.0} | (timeouts or {})
     lines = ["[deployment]"] + [f"{k} = {float(v)}" for k, v in t.items()]
-    lines += ['log_level = "INFO"', "", "[tls]", 'ca = "certs/ca.pem"', 'dir = "certs"', ""]
+    lines += ['log_level = "INFO"', "", "[tls]", 'dir = "certs"', ""]
     for name, port in zip(SERVER_NAMES[:n_servers], ports, strict=False):
         lines += ["[[servers]]", f'name = "{name}"', 'host = "127.0.0.1"', f"port = {port}",
                   f'data_dir = "data/{name}"', ""]
@@ -71,16 +75,19 @@ class LocalCluster:
 
     def __init__(self, folder: Path, n_servers: int = 3, config_path: Path | None = None,
                  timeouts: dict[str, float] | None = None, make_certs: bool = True,
-                 extra_client_lines: dict[str, str] | None = None) -> None:
+                 extra_client_lines: dict[str, str] | None = None,
+                 server_configs: dict[str, Path] | None = None) -> None:
         self.folder = Path(folder)
+        self.server_configs = server_configs or {}  # a server's own copy of the file
         self.config_path = config_path or write_config(
             self.folder, n_servers, timeouts=timeouts, extra_client_lines=extra_client_lines)
         self.dep = config.load(self.config_path)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-        if make_certs and not self.dep.ca.exists():
-            from mpcnet.certs.pki import init_deployment
-            init_deployment(self.dep)
+        if make_certs and not any(self.dep.pins(n) for n in self.dep.names):
+            from mpcnet.certs.pki import local_deployment
+            local_deployment(self.dep, force=True)  # every key in one folder: one operator
+            self.dep = config.load(self.config_path)
 
     # -- processes ----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
@@ -108,7 +115,8 @@ class LocalCluster:
             self.logs[name] = log_path
             with open(log_path, "ab") as log:
                 self.procs[name] = subprocess.Popen(
-                    [*self.server_argv(name), "--config", str(self.config_path),
+                    [*self.server_argv(name), "--config",
+                     str(self.server_configs.get(name, self.config_path)),
                      "--name", name, "--ready-file", str(ready)],
                     stdout=log, stderr=subprocess.STDOUT, env=self._env())
         deadline = time.monotonic() + wait

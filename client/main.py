@@ -24,7 +24,14 @@ from typing import Any
 from mpcnet import __version__, config
 from mpcnet.client import offline
 from mpcnet.client.offline import print_result, release
-from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, PeerError
+from mpcnet.errors import (
+    AccessDenied,
+    CheatingDetected,
+    InputError,
+    MPCError,
+    NotPinned,
+    PeerError,
+)
 from mpcnet.featsel.scores import DEFAULT_SCORE, SCORES
 from mpcnet.net.tls import run
 
@@ -125,6 +132,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--server", nargs="*", help="only these servers (default: all)")
     s.add_argument("--no-mesh", action="store_true",
                    help="skip the server-to-server probe (default: probe it)")
+    s.add_argument("--expiry-days", type=float, default=30.0, metavar="DAYS",
+                   help="warn about certificates (yours, the servers') that expire within "
+                   "DAYS (default: 30)")
     sub.add_parser("datasets", help="datasets stored on the servers")
     sub.add_parser("results", help="results stored on the servers")
     sub.add_parser("jobs", help="jobs with their state and figures")
@@ -302,6 +312,8 @@ async def _run(args: argparse.Namespace) -> int:
                 else:
                     lines.append(f"{r['server']:<8} {r['address']:<22} DOWN  {r['error']}")
             print_result(args, rows, "\n".join(lines))
+            for warning in expiry_warnings(dep, args.identity, rows, args.expiry_days):
+                print(f"mpc-client: warning: {warning}", file=sys.stderr)
             down = [r["server"] for r in rows if not r["reachable"]]
             cut = [r["server"] for r in rows if r["reachable"] and not args.no_mesh
                    and not r["mesh_ok"]]
@@ -396,6 +408,23 @@ async def _run(args: argparse.Namespace) -> int:
     return 1
 
 
+def expiry_warnings(dep: config.Deployment, identity: str, rows: list[dict[str, Any]],
+                    days: float) -> list[str]:
+    """The certificates, this identity's own and those the servers presented, that expire
+    within ``days`` (their holders make a new key: ``mpc-certs renew``)."""
+    from cryptography import x509
+
+    from mpcnet.pins import days_left
+
+    cert_path = dep.identity(identity)[0]
+    left = {f"your certificate {cert_path}": days_left(x509.load_pem_x509_certificate(
+        cert_path.read_bytes()))} | {f"the certificate of {r['server']}": r["certificate_days"]
+                                     for r in rows if r["reachable"]}
+    return [f"{what} expires in {d:.0f} days; its holder makes a new key (mpc-certs renew) "
+            "for the others to pin" if d >= 0 else f"{what} has expired"
+            for what, d in left.items() if d < days]
+
+
 def _stored_on(by_server: dict[str, list[dict[str, Any]]], item: dict[str, Any],
                key: str) -> int:
     """On how many servers the listing holds ``item``: its name with the same ``key``."""
@@ -440,7 +469,8 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
 
 # (error class, exit status, what precedes the message), the first that matches applies
 _FAILURES: tuple[tuple[type[MPCError], int, str], ...] = (
-    (AccessDenied, 2, "access denied: "), (CheatingDetected, 4, ""), (PeerError, 3, ""),
+    (AccessDenied, 2, "access denied: "), (NotPinned, 2, "not pinned: "),
+    (CheatingDetected, 4, ""), (PeerError, 3, ""),
     (MPCError, 2, ""))
 
 

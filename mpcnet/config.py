@@ -1,8 +1,11 @@
 """Layer: deployment. The one TOML file every host of a deployment shares, as frozen dataclasses.
 
 The same file is read by the servers (``mpc-party``), the clients (``mpc-client``), the
-certificate tool (``mpc-certs``) and docker-compose checks. Relative paths in it are relative to
-the folder of the file itself, so a deployment folder can be moved or mounted as a whole.
+key tool (``mpc-certs``) and docker-compose checks. Relative paths in it are relative to the
+folder of the file itself, so a deployment folder can be moved or mounted as a whole. It is the
+trust root of the deployment: it pins the public key of every server and client (``pin``, the
+SHA-256 of the key; ``mpcnet.pins``), and nobody is admitted whose key it does not pin. Each
+server's operator keeps its own copy and decides whom it admits (docs/operations.md).
 
 Example (see ``deploy/local.toml``)::
 
@@ -11,20 +14,22 @@ Example (see ``deploy/local.toml``)::
     round_timeout = 60.0       # seconds a protocol round may wait for a peer's message
 
     [tls]
-    ca = "certs/ca.pem"        # the deployment's certificate authority
-    dir = "certs"              # default place of <name>.pem / <name>.key
+    dir = "certs"              # the pinned certificates (public) and this host's own key
 
     [[servers]]                # in party order: the first server coordinates jobs
     name = "alice"
     host = "127.0.0.1"
     port = 7101
     data_dir = "data/alice"
+    pin = "sha256:9f86d08..."  # its key's fingerprint (mpc-certs keygen prints it); a list
+                               # of two during a key change
 
     [[clients]]
     name = "hospital-a"
     role = "owner"             # owner: may upload; analyst: may run jobs and fetch results;
                                # model-owner: may receive the models trained for it
     datasets = ["*"]           # owners only: datasets it may contribute to ("*" = any)
+    pin = "sha256:60303ae..."
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from mpcnet.errors import ConfigError
 ROLES = ("owner", "analyst", "model-owner")
 # used with fullmatch: "$" would also accept a trailing newline ("name\n")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+PIN_RE = re.compile(r"sha256:[0-9a-f]{64}")  # SHA-256 of a public key (mpcnet.pins)
+MAX_PINS = 4  # a name has one key, two during a key change
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,7 @@ class ServerConfig:
     cert: Path                # this server's certificate (default: <tls.dir>/<name>.pem)
     key: Path                 # its private key (default: <tls.dir>/<name>.key), mode 0600
     listen: str = ""          # address to bind; "" means ``host`` (docker: "0.0.0.0")
+    pins: tuple[str, ...] = ()  # fingerprints of the keys it may present (mpcnet.pins)
 
     @property
     def address(self) -> str:
@@ -83,6 +91,7 @@ class ClientConfig:
     cert: Path
     key: Path
     datasets: tuple[str, ...] = ("*",)  # owners: dataset names it may contribute to
+    pins: tuple[str, ...] = ()          # fingerprints of the keys it may present
 
     def may_upload(self, dataset: str) -> bool:
         return self.role == "owner" and ("*" in self.datasets or dataset in self.datasets)
@@ -90,13 +99,13 @@ class ClientConfig:
 
 @dataclass(frozen=True)
 class Deployment:
-    """The whole deployment: servers in party order, clients, TLS files and limits."""
+    """The whole deployment: servers in party order, clients, their pins, TLS files and
+    limits."""
 
     path: Path                                  # the TOML file this was read from
     servers: tuple[ServerConfig, ...]
     clients: tuple[ClientConfig, ...]
-    ca: Path
-    tls_dir: Path
+    tls_dir: Path                               # pinned certificates and this host's own key
     timeouts: Timeouts = field(default_factory=Timeouts)
     max_frame_bytes: int = 1 << 30              # largest array one frame may carry (1 GiB)
     log_level: str = "INFO"
@@ -139,6 +148,12 @@ class Deployment:
             return s.cert, s.key
         c = self.client(name)
         return c.cert, c.key
+
+    def pins(self, name: str) -> tuple[str, ...]:
+        """The fingerprints of the keys ``name`` may present; none for a name not listed."""
+        if self.is_server(name):
+            return self.server(name).pins
+        return self.client(name).pins if self.is_client(name) else ()
 
     @property
     def names(self) -> list[str]:
@@ -197,9 +212,12 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
     memory_budget = parse_size(dep.get("memory_budget", "2 GiB"), where("deployment"))
 
     tls = raw.get("tls", {})
-    _check_keys(tls, {"ca", "dir"}, where("tls"))
+    if isinstance(tls, dict) and "ca" in tls:
+        raise ConfigError(f"{where('tls')} ca: a deployment trusts no certificate authority; "
+                          "it pins every server's and client's key instead (remove `ca`, run "
+                          "`mpc-certs pin`; docs/operations.md)")
+    _check_keys(tls, {"dir"}, where("tls"))
     tls_dir = resolve(tls.get("dir", "certs"), "tls", "dir")
-    ca = resolve(tls["ca"], "tls", "ca") if "ca" in tls else tls_dir / "ca.pem"
 
     def cert_key(entry: dict[str, Any], section: str, name: str) -> tuple[Path, Path]:
         cert = resolve(entry["cert"], section, "cert") if "cert" in entry \
@@ -214,7 +232,8 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
     servers = []
     for i, s in enumerate(servers_raw):
         sec = f"servers #{i + 1}"
-        _check_keys(s, {"name", "host", "port", "data_dir", "cert", "key", "listen"}, where(sec))
+        _check_keys(s, {"name", "host", "port", "data_dir", "cert", "key", "listen", "pin"},
+                    where(sec))
         name = _name(s, where(sec))
         host = s.get("host")
         if not isinstance(host, str) or not host:
@@ -227,12 +246,13 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
         listen = s.get("listen", "")
         if not isinstance(listen, str):
             raise ConfigError(f"{where(sec)} listen must be an address string")
-        servers.append(ServerConfig(name, host, port, data_dir, cert, key, listen))
+        servers.append(ServerConfig(name, host, port, data_dir, cert, key, listen,
+                                    _pins(s, where(sec))))
 
     clients = []
     for i, c in enumerate(raw.get("clients", [])):
         sec = f"clients #{i + 1}"
-        _check_keys(c, {"name", "role", "datasets", "cert", "key"}, where(sec))
+        _check_keys(c, {"name", "role", "datasets", "cert", "key", "pin"}, where(sec))
         name = _name(c, where(sec))
         role = c.get("role")
         if role not in ROLES:
@@ -242,20 +262,28 @@ def parse(raw: dict[str, Any], path: Path) -> Deployment:
         if not isinstance(datasets, list) or not all(isinstance(d, str) for d in datasets):
             raise ConfigError(f"{where(sec)} datasets must be a list of names (or [\"*\"])")
         cert, key = cert_key(c, sec, name)
-        clients.append(ClientConfig(name, role, cert, key, tuple(datasets)))
+        clients.append(ClientConfig(name, role, cert, key, tuple(datasets), _pins(c, where(sec))))
 
     names = [s.name for s in servers] + [c.name for c in clients]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{path}: names must be unique across servers and clients (they are "
                           f"the certificates' names); repeated: {', '.join(dupes)}")
+    owners: dict[str, str] = {}
+    named = [(s.name, s.pins) for s in servers] + [(c.name, c.pins) for c in clients]
+    for name, pins in named:
+        for pin in pins:
+            if owners.setdefault(pin, name) != name:
+                raise ConfigError(f"{path}: the key {pin} is pinned for {owners[pin]} and for "
+                                  f"{name}; one key stands for one name (each party makes its "
+                                  "own: mpc-certs keygen)")
     addrs = [(s.host, s.port) for s in servers]
     if len(set(addrs)) != len(addrs):
         raise ConfigError(f"{path}: two servers share one host:port")
     dirs = [s.data_dir for s in servers]
     if len(set(dirs)) != len(dirs):
         raise ConfigError(f"{path}: two servers share one data_dir; give each its own")
-    return Deployment(path, tuple(servers), tuple(clients), ca, tls_dir, timeouts, max_frame,
+    return Deployment(path, tuple(servers), tuple(clients), tls_dir, timeouts, max_frame,
                       log_level, memory_budget)
 
 
@@ -300,6 +328,19 @@ def _name(entry: dict[str, Any], where: str) -> str:
         raise ConfigError(f"{where} name must be 1-64 letters, digits, '_', '.', '-' "
                           f"(it is the certificate's name); got {name!r}")
     return name
+
+
+def _pins(entry: dict[str, Any], where: str) -> tuple[str, ...]:
+    """``pin``: one fingerprint or a list of up to ``MAX_PINS`` (a key change); none means
+    the name is listed but nobody is admitted under it yet."""
+    value = entry.get("pin", [])
+    pins = [value] if isinstance(value, str) else value
+    if not isinstance(pins, list) or not 0 <= len(pins) <= MAX_PINS or not all(
+            isinstance(p, str) and PIN_RE.fullmatch(p) for p in pins):
+        raise ConfigError(f"{where} pin must be a key fingerprint \"sha256:<64 hex digits>\" "
+                          f"(mpc-certs keygen prints it) or a list of up to {MAX_PINS}; got "
+                          f"{value!r}")
+    return tuple(dict.fromkeys(pins))
 
 
 def check_name(kind: str, name: str) -> str:

@@ -25,6 +25,11 @@ class HandshakeError(PeerError):
     """TLS or identity check with a peer failed."""
 
 
+class NotPinned(HandshakeError):
+    """A peer's key is not one the deployment file pins for the name it claims (a stranger, a
+    certificate of a pinned name made by someone else, or a participant removed)."""
+
+
 class CheatingDetected(MPCError):
     """An active-security check failed: some server deviated from the protocol. ``message``
     replaces the standard text (an error relayed from another server keeps its words)."""

@@ -3,14 +3,15 @@
 A selection runs only on a request that its analyst signed with the key of its client
 certificate: the dataset, k, the score, the security setting, the result's name, the analysts
 it is shared with, a fresh nonce and the time it was made. The coordinator forwards the signed
-request to the other servers with the job; each of them checks the certificate against the
-deployment's CA, that it names an analyst of the deployment, the signature, that the job is the
+request to the other servers with the job; each of them checks that the certificate's key is
+the one its own deployment file pins for that analyst (``mpcnet.pins``), the signature, that the
+job is the
 one the request describes, and that no earlier job used the nonce. So a coordinator can refuse to
 run a job (liveness), but it cannot run another one in the analyst's name: no downgrade of the
 security setting, no other k, dataset or result, no replay, no job nobody asked for. The client
 then checks every server's record of the job against the request it signed.
 
-Signatures are ECDSA P-256 with SHA-256 (the keys ``mpc-certs`` makes) over a canonical JSON
+Signatures are ECDSA P-256 with SHA-256 (the keys ``mpc-certs keygen`` makes) over a canonical JSON
 encoding of the request, prefixed with a domain tag so that no other signed message can pass
 for a request.
 """
@@ -33,8 +34,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpcnet.config import NAME_RE, Deployment
-from mpcnet.errors import AccessDenied, HandshakeError, InputError
-from mpcnet.identity import identity_of
+from mpcnet.errors import AccessDenied, HandshakeError, InputError, NotPinned
+from mpcnet.pins import check_certificate
 
 DOMAIN = b"mpcnet job request v1\n"
 NONCE_RE = re.compile(r"[0-9a-f]{32}")
@@ -193,34 +194,27 @@ class SignedRequest:
             request = dataclasses.replace(request, candidates=tuple(listed))
         return cls(request, bytes.fromhex(signature), cert.encode("ascii"))
 
-    def verify(self, dep: Deployment, ca: x509.Certificate, now: float | None = None
-               ) -> JobRequest:
-        """The request, once it checks: its certificate was issued by the deployment's CA, is
-        valid now and is the client certificate of an analyst of the deployment (one identity
-        rule for every certificate, ``mpcnet.identity``), the analysts it shares with are
-        analysts, the signature verifies, and it is within its validity, all as of ``now``
-        (default: the clock; with ``CLOCK_SKEW`` of tolerance). ``AccessDenied`` saying which failed
-        otherwise."""
+    def verify(self, dep: Deployment, now: float | None = None) -> JobRequest:
+        """The request, once it checks: its certificate names its analyst, holds the key that
+        deployment ``dep`` pins for that analyst and is valid now (``mpcnet.pins``), the
+        analyst is an analyst of ``dep``, the analysts it shares with are analysts, the
+        signature verifies, and it is within its validity, all as of ``now`` (default: the
+        clock; with ``CLOCK_SKEW`` of tolerance). ``NotPinned`` if ``dep`` does not pin the
+        key that signed it for its analyst, ``AccessDenied`` saying which other check failed."""
         r = self.request
         try:
             cert = x509.load_pem_x509_certificate(self.certificate)
-            cert.verify_directly_issued_by(ca)
-        except (ValueError, TypeError, InvalidSignature):
-            raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not one "
-                               "the deployment's CA issued") from None
+        except ValueError:
+            raise AccessDenied(f"the job request's certificate for {r.analyst!r} cannot be "
+                               "read") from None
         now = time.time() if now is None else now
-        moment = dt.datetime.fromtimestamp(now, dt.UTC)
-        if not cert.not_valid_before_utc <= moment <= cert.not_valid_after_utc:
-            raise AccessDenied(f"the job request's certificate for {r.analyst!r} is not valid "
-                               "now (expired?)")
         try:
-            who = identity_of(cert)
+            check_certificate(r.analyst, cert, dep.pins(r.analyst),
+                              f"the job request (deployment file {dep.path})", now)
+        except NotPinned:
+            raise  # the reader's file does not admit that key: a refusal, not a forgery
         except HandshakeError as exc:
-            raise AccessDenied(f"the job request's certificate: {exc}") from None
-        if who.name != r.analyst or who.serves:
-            raise AccessDenied(f"the job request is signed with the certificate of "
-                               f"{[who.name]}, not with the client certificate of "
-                               f"{r.analyst!r}")
+            raise AccessDenied(f"{type(exc).__name__}: {exc}") from None
         if not dep.is_client(r.analyst) or dep.client(r.analyst).role != "analyst":
             raise AccessDenied(f"{r.analyst!r} is not an analyst of this deployment")
         if r.kind == "train" and not (r.model_owner == r.analyst or (
@@ -258,7 +252,3 @@ class SignedRequest:
 def _when(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
-
-def load_ca(path: Path) -> x509.Certificate:
-    """The deployment's CA certificate, to check the certificates that sign requests."""
-    return x509.load_pem_x509_certificate(path.read_bytes())

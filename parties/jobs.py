@@ -25,10 +25,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from cryptography import x509
-
 from mpcnet.config import Deployment, check_name
-from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError
+from mpcnet.errors import AccessDenied, CheatingDetected, InputError, MPCError, NotPinned
 from mpcnet.featsel import scores as featsel_scores
 from mpcnet.jobrequest import TRAIN_SCORE, JobRequest, SignedRequest
 from mpcnet.parties import catalog
@@ -118,9 +116,8 @@ class Job:
 class JobBook:
     """Every job this server knows, and the rules it takes part by."""
 
-    def __init__(self, dep: Deployment, name: str, storage: Storage,
-                 ca: x509.Certificate) -> None:
-        self.dep, self.name, self.storage, self.ca = dep, name, storage, ca
+    def __init__(self, dep: Deployment, name: str, storage: Storage) -> None:
+        self.dep, self.name, self.storage = dep, name, storage
         self.party = dep.party(name)
         self.jobs: dict[str, Job] = {}
 
@@ -151,7 +148,7 @@ class JobBook:
             raise InputError(f"jobs are started by the coordinator {self.dep.leader.name} "
                              f"({self.dep.leader.address}), not by {self.name}")
         signed = SignedRequest.from_wire(wire)
-        request = signed.verify(self.dep, self.ca)
+        request = signed.verify(self.dep)
         if request.analyst != analyst:
             raise AccessDenied(f"{analyst} sent a job request signed by {request.analyst}")
         if request.kind != kind:
@@ -171,8 +168,22 @@ class JobBook:
     def before_start(self, job: Job) -> None:
         """The coordinator, as a queued job starts: the request may have expired and the
         dataset or the result name changed meanwhile."""
-        SignedRequest.from_wire(job.request).verify(self.dep, self.ca)
+        SignedRequest.from_wire(job.request).verify(self.dep)
         self.check_job(job)
+
+    def refuse_unadmitted(self, dep: Deployment) -> list[str]:
+        """The coordinator, on a reload: every queued job whose analyst ``dep`` no longer
+        admits with the key that signed it fails at once (never starts). Its ids."""
+        refused = []
+        for job in self.jobs.values():
+            if job.state == "queued":
+                try:
+                    SignedRequest.from_wire(job.request).verify(dep)
+                except MPCError as exc:
+                    self._end(job, "failed", f"refused after a reload of {self.name}'s "
+                                             f"deployment file: {exc}")
+                    refused.append(job.id)
+        return refused
 
     # -- a member ---------------------------------------------------------------------------
     def accept(self, spec: Any) -> Job:
@@ -202,9 +213,12 @@ class JobBook:
             return CheatingDetected("job request", f"{self.name} refuses job {job.id}: {why}")
 
         try:
-            signed.verify(self.dep, self.ca)
+            signed.verify(self.dep)
             self._check_fresh(signed.request)
             job.signed = True
+        except NotPinned as exc:  # this server's operator does not admit that analyst's key
+            raise AccessDenied(f"{self.name} does not admit the key that signed job {job.id}: "
+                               f"{exc}") from None
         except (AccessDenied, InputError) as exc:
             raise refuse(str(exc)) from None
         for name in SPEC_FIELDS:

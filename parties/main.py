@@ -1,11 +1,15 @@
 """``mpc-party``: run one MPC server of a deployment.
 
     mpc-party --config deploy/local.toml --name alice
+    mpc-party --config deploy/local.toml --name alice --reload   # apply the edited file
 
 The server listens on its configured port for its peers and for clients, keeps its shares in
 its data_dir (folders mode 0700, files 0600), and runs jobs until it receives SIGINT or
-SIGTERM. Exit status 2 on a configuration, certificate or storage problem (the one-line reason
-is printed).
+SIGTERM. On SIGHUP it re-reads its deployment file and applies it without a restart
+(``PartyServer.reload``). ``--reload``, run by its operator on its host, sends that signal to
+the server that holds NAME's data folder and prints what changed, or why the file was refused
+(exit 2; the server then runs on as before). Exit status 2 on a configuration, key or storage
+problem (the one-line reason is printed).
 """
 
 from __future__ import annotations
@@ -13,20 +17,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import logging
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mpcnet import __version__, config
-from mpcnet.errors import MPCError
+from mpcnet.errors import ConfigError, MPCError
 from mpcnet.net.tls import run
 from mpcnet.parties.heap import keep_freed_memory
 from mpcnet.parties.logs import FORMATS, event, setup_logging
 from mpcnet.parties.metrics import MetricsEndpoint, render
 from mpcnet.parties.server import PartyServer
+from mpcnet.parties.storage import running_pid
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ async def serve(dep: config.Deployment, name: str, ready_file: Path | None = Non
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.stopped.set)
+    loop.add_signal_handler(signal.SIGHUP, server.reload_logged)
     await server.stopped.wait()
     logging.getLogger("mpcnet.party").info("stopping", extra=event("server.stopping"))
     if endpoint is not None:
@@ -82,7 +91,37 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-bind", default="127.0.0.1", metavar="HOST",
                    help="the address the metrics port listens on (default: 127.0.0.1, this "
                         "host only)")
+    p.add_argument("--reload", action="store_true",
+                   help="make the running server NAME re-read and apply its deployment file, "
+                   "and print what changed (default: run the server)")
     return p
+
+
+def ask_reload(dep: config.Deployment, name: str, wait: float = 30.0) -> dict[str, Any]:
+    """Signal the server running on ``name``'s data folder to reload its file and return what
+    changed (``ConfigError`` with its reason if it refused the file). A local signal, not a
+    network request: only the server's own user on its host can ask."""
+    data = dep.server(name).data_dir
+    pid = running_pid(data)
+    if pid is None:
+        raise ConfigError(f"no server of {name} runs on {data}; start it with mpc-party")
+    outcome_file = data / "RELOAD.json"
+    asked = time.time()
+    os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            outcome = json.loads(outcome_file.read_text())
+        except (OSError, ValueError):
+            outcome = {}
+        if outcome.get("at", 0) >= asked:
+            if "error" in outcome:
+                raise ConfigError(f"the server refused the file and runs on as before: "
+                                  f"{outcome['error']}")
+            return outcome["changes"]  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise ConfigError(f"server {name} (pid {pid}) did not report a reload within {wait:.0f} s; "
+                      "see its log")
 
 
 def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyServer) -> int:
@@ -91,6 +130,10 @@ def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyS
     try:
         dep = config.load(args.config)
         dep.server(args.name)
+        if args.reload:
+            changes = ask_reload(dep, args.name)
+            print(json.dumps(changes, indent=1))
+            return 0
         setup_logging(args.name, args.log_level or dep.log_level, args.log_format)
         os.umask(0o077)  # whatever this process creates is for its own user only (shares)
         keep_freed_memory()  # a job's large arrays are reused, not faulted in afresh

@@ -15,11 +15,11 @@ import logging
 import time
 from typing import Any
 
-from mpcnet.config import Deployment
+from mpcnet.config import Deployment, Timeouts
 from mpcnet.errors import HandshakeError, MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
-from mpcnet.net.tls import TLSChannel, describe, dial
+from mpcnet.net.tls import TLSChannel, describe, dial, not_admitted
 from mpcnet.parties.peers import PeerStates
 
 log = logging.getLogger("mpcnet.party")
@@ -31,9 +31,13 @@ class Mesh:
     def __init__(self, dep: Deployment, name: str, client_ctx: Any) -> None:
         self.dep, self.name, self.ctx = dep, name, client_ctx
         self.party = dep.party(name)
-        self.t = dep.timeouts
         self._parked: dict[tuple[str, int], asyncio.Future[FrameProtocol]] = {}
         self.peers = PeerStates([s.name for s in dep.servers if s.name != name])
+
+    @property
+    def t(self) -> Timeouts:
+        """The timeouts of the deployment file as last (re)loaded."""
+        return self.dep.timeouts
 
     @property
     def parked(self) -> int:
@@ -48,15 +52,18 @@ class Mesh:
         wait, bound = ((self.t.probe, "probe_timeout") if probe
                        else (self.t.connect, "connect_timeout"))
         try:
-            conn = await dial(s.name, s.host, s.port, self.ctx,
+            conn = await dial(s.name, s.host, s.port, self.ctx, pins=self.dep.pins(s.name),
                               max_frame=self.dep.max_frame_bytes,
                               deadline=time.monotonic() + wait,
                               handshake_timeout=min(self.t.handshake, wait), bound=bound)
-            conn.send(*wire.encode(hello))
             try:
+                conn.send(*wire.encode(hello))
                 header, body = await conn.recv(timeout=min(self.t.handshake, wait))
                 reply = wire.decode(header, body, conn.label)
-            except PeerError:
+            except PeerError as exc:
+                if conn.closed:  # it closed before answering: TLS 1.3's refusal of our key
+                    raise not_admitted(conn.label, self.dep.server(self.name).cert,
+                                       exc) from None
                 conn.close()
                 raise
         except PeerError as exc:

@@ -1,7 +1,8 @@
 """Layer: server. One MPC server: the TLS listener, who is calling, and the life of its jobs.
 
-One TLS port serves both peers and clients; the certificate names who calls
-(``mpcnet.identity``): a server of the deployment is a peer, a client has its configured role.
+One TLS port serves both peers and clients; the certificate names who calls and its key must be
+the one this server's deployment file pins for that name (``mpcnet.pins``): a server of the
+deployment is a peer, a client has its configured role.
 The first frame of every connection is a hello (``mpcnet.net.wire``): a ``ClientHello`` opens
 a session (``parties.session``); a ``PeerHello`` is a reachability probe, the coordinator
 starting a job with its specification, or another server joining a job's mesh
@@ -14,6 +15,13 @@ against the request and its own copy of the dataset (``parties.jobs``), joins th
 its part (``parties.runner``) and records how it ended. A server that fails or loses a peer
 stops the job, tells its peers why, and records the error naming the server.
 
+The operator edits its own copy of the deployment file and reloads it (SIGHUP or ``mpc-party
+--reload``): the file is checked, then applied to new connections and requests at once, without
+touching running jobs; a client it no longer admits (removed, unpinned or with another role) has
+its open sessions closed and its queued jobs refused (``reload``). The servers themselves
+(names, order, addresses, data folders) change only by a restart; their pins may change (a key
+change).
+
 Logs name this server on every line and carry events, names, shapes and figures only: never a
 share, a key or a value.
 """
@@ -22,17 +30,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import time
 from typing import Any
 
-from mpcnet import __version__
+from cryptography import x509
+
+from mpcnet import __version__, config
 from mpcnet.config import NAME_RE, Deployment
-from mpcnet.errors import AccessDenied, HandshakeError, MPCError, PeerError
-from mpcnet.identity import Identity
-from mpcnet.jobrequest import load_ca
+from mpcnet.errors import AccessDenied, ConfigError, HandshakeError, MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
-from mpcnet.net.tls import client_context, describe, server_context
+from mpcnet.net.tls import client_context, describe, load_identity, server_context, trust
 from mpcnet.parties.jobs import Job, JobBook
 from mpcnet.parties.logs import event
 from mpcnet.parties.mesh import Mesh
@@ -40,8 +50,17 @@ from mpcnet.parties.metrics import duration, failed_check
 from mpcnet.parties.runner import JobRunner, Runtime
 from mpcnet.parties.session import ClientSession
 from mpcnet.parties.storage import Storage
+from mpcnet.pins import (
+    admit,
+    check_certificate,
+    days_left,
+    fingerprint,
+    trust_store,
+    unfound_pins,
+)
 
 log = logging.getLogger("mpcnet.party")
+EXPIRY_WARNING_DAYS = 30.0  # a server warns at start and reload when its own certificate is due
 
 
 class PartyServer:
@@ -54,9 +73,11 @@ class PartyServer:
         self.me = dep.server(name)
         self.party = dep.party(name)
         self.storage = Storage(self.me.data_dir)
-        self.server_ctx = server_context(dep.ca, self.me.cert, self.me.key)
-        self.jobs = JobBook(dep, name, self.storage, load_ca(dep.ca))
-        self.mesh = Mesh(dep, name, client_context(dep.ca, self.me.cert, self.me.key))
+        check_own_key(dep, name)
+        self.server_ctx = server_context(self.me.cert, self.me.key, trust_store(dep))
+        self.client_ctx = client_context(self.me.cert, self.me.key)
+        self.jobs = JobBook(dep, name, self.storage)
+        self.mesh = Mesh(dep, name, self.client_ctx)
         self.runner = JobRunner(dep, name, self.storage, runtime or Runtime())
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self.stopped = asyncio.Event()
@@ -64,6 +85,7 @@ class PartyServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.AbstractServer | None = None
         self._open = 0
+        self._sessions: set[ClientSession] = set()
 
     @property
     def is_coordinator(self) -> bool:
@@ -88,6 +110,57 @@ class PartyServer:
                  self.me.port, self.party, len(self.dep.servers), role, self.me.data_dir,
                  extra=event("server.listening", bind=self.me.bind, port=self.me.port,
                              party=self.party, role=role))
+        _warn_unfound(self.dep)
+
+    # -- the deployment file ---------------------------------------------------------------
+    def reload(self) -> dict[str, Any]:
+        """Re-read, check and apply this server's deployment file (its operator edited it):
+        new connections and requests follow it at once, running jobs go on, and every client
+        it no longer admits loses its sessions and its queued jobs. ``ConfigError`` (the file
+        is left unapplied) when it does not load, changes the servers or does not pin this
+        server's own key."""
+        new = config.load(self.dep.path)
+        changed = [s.name for s, t in zip(self.dep.servers, new.servers, strict=False)
+                   if dataclasses.replace(s, pins=()) != dataclasses.replace(t, pins=())]
+        if changed or len(new.servers) != len(self.dep.servers):
+            what = ", ".join(changed) or "their number"
+            raise ConfigError(f"{new.path}: the servers changed ({what}); names, order, "
+                              "addresses and data folders of servers change only by a restart "
+                              "of every server (their pins may change)")
+        check_own_key(new, self.name)
+        client_context(self.me.cert, self.me.key)  # the (maybe new) own key loads: apply it
+        for ctx in (self.server_ctx, self.client_ctx):
+            load_identity(ctx, self.me.cert, self.me.key)
+        trust(self.server_ctx, trust_store(new))
+        old, self.dep = self.dep, new
+        self.jobs.dep = self.mesh.dep = self.runner.dep = new
+        revoked = [sess for sess in self._sessions if not sess.admitted(new)]
+        for sess in revoked:
+            sess.conn.close()  # its serve() ends, which discards its staged uploads
+        closed = [sess.name for sess in revoked]
+        refused = self.jobs.refuse_unadmitted(new)
+        summary = {"added": sorted(set(new.names) - set(old.names)),
+                   "removed": sorted(set(old.names) - set(new.names)),
+                   "repinned": sorted(n for n in set(old.names) & set(new.names)
+                                      if old.pins(n) != new.pins(n)),
+                   "sessions_closed": sorted(set(closed)), "jobs_refused": refused}
+        log.info("reloaded %s: %s", new.path, "; ".join(
+            f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in summary.items() if v)
+            or "no change", extra=event("deployment.reloaded", **summary))
+        _warn_unfound(new)
+        return summary
+
+    def reload_logged(self) -> None:
+        """``reload`` on SIGHUP: a file that does not check is logged and not applied; the
+        outcome is recorded for ``mpc-party --reload``."""
+        outcome: dict[str, Any] = {"at": time.time()}
+        try:
+            outcome["changes"] = self.reload()
+        except MPCError as exc:
+            log.error("reload refused, still running on the previous file: %s", exc,
+                      extra=event("deployment.reload_refused", reason=str(exc)))
+            outcome["error"] = str(exc)
+        self.storage.record_reload(outcome)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -137,6 +210,8 @@ class PartyServer:
         """Coordinator: run queued jobs one at a time."""
         while True:
             job = await self.queue.get()
+            if job.state != "queued":  # refused while it waited (its analyst was removed)
+                continue
             try:
                 await self.lead(job)
             except Exception:  # noqa: BLE001 - the queue must survive any job
@@ -198,12 +273,13 @@ class PartyServer:
             hello = wire.decode(header, body, conn.label)
             if not isinstance(hello, wire.ClientHello | wire.PeerHello):
                 raise PeerError(f"{conn.label}: expected a hello, got {header.get('k')!r}")
-            who = conn.peer_identity()
+            cert = conn.peer_certificate()
+            who = admit(self.dep, cert, conn.label)  # NotPinned unless its key is pinned
             conn.set_max_body(self.dep.max_frame_bytes)  # the other end waits for our answer
             if isinstance(hello, wire.PeerHello):
                 await self._peer(conn, hello, who)
             else:
-                await self._client(conn, hello, who)
+                await self._client(conn, hello, who, cert)
         except HandshakeError as exc:
             fields = event("connection.refused", address=conn.address, reason=str(exc))
             if conn.closed:  # TLS refused the certificate
@@ -236,15 +312,11 @@ class PartyServer:
         with contextlib.suppress(PeerError):
             conn.send(*wire.encode(wire.Refused(exc)))
 
-    async def _peer(self, conn: FrameProtocol, hello: wire.PeerHello, who: Identity) -> None:
+    async def _peer(self, conn: FrameProtocol, hello: wire.PeerHello, who: str) -> None:
         frm = hello.sender
-        if frm != who.name or not self.dep.is_server(frm):
-            raise HandshakeError(f"{conn.label}: certificate of {who.name!r} does not belong "
+        if frm != who or not self.dep.is_server(frm):
+            raise HandshakeError(f"{conn.label}: the key pinned for {who!r} does not belong "
                                  f"to a server of this deployment (claimed {frm!r})")
-        if not who.serves:
-            raise HandshakeError(f"{conn.label}: the certificate named {frm!r} is a client "
-                                 "certificate (no TLS server usage); only the deployment's "
-                                 "servers, with certificates from mpc-certs, join jobs")
         peer = self.dep.party(frm)
         self.mesh.peers.seen(frm, "up")
         conn.set_label(describe(frm, conn.address.rsplit(":", 1)[0], self.dep.server(frm).port))
@@ -272,25 +344,42 @@ class PartyServer:
         conn.send(*wire.encode(wire.Ok()))
         self.mesh.park(hello.job, peer, conn)
 
-    async def _client(self, conn: FrameProtocol, hello: wire.ClientHello, who: Identity
-                      ) -> None:
-        name = who.name
+    async def _client(self, conn: FrameProtocol, hello: wire.ClientHello, name: str,
+                      cert: x509.Certificate) -> None:
         if hello.name and hello.name != name:
             raise HandshakeError(f"{conn.label}: claims to be {hello.name!r} but its "
                                  f"certificate names {name!r}")
-        if self.dep.is_client(name) and not who.serves:
-            role = self.dep.client(name).role
-        elif self.dep.is_server(name) and who.serves:
-            role = "server"
-        else:
-            raise AccessDenied(f"{name!r} is not a client of this deployment (or its "
-                               "certificate is not a client certificate); ask the operators "
-                               "to add it to [[clients]] with a role")
+        role = self.dep.client(name).role if self.dep.is_client(name) else "server"
         conn.set_label(f"client {name} ({conn.address})")
         conn.send(*wire.encode(wire.Ok({"server": self.name, "party": self.party,
                                         "version": __version__, "role": role})))
-        session = ClientSession(self, conn, name, role)
+        session = ClientSession(self, conn, name, role, fingerprint(cert))
+        self._sessions.add(session)
         try:
             await session.serve()
         finally:
+            self._sessions.discard(session)
             session.discard()
+
+
+def check_own_key(dep: Deployment, name: str) -> None:
+    """Server ``name``'s own certificate is pinned for it in ``dep``: a server whose operator's
+    file does not admit its own key would be refused by every peer."""
+    me = dep.server(name)
+    try:
+        cert = x509.load_pem_x509_certificate(me.cert.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{name}: its certificate {me.cert} cannot be read ({exc}); make "
+                          f"its key with `mpc-certs keygen {name}`") from None
+    check_certificate(name, cert, dep.pins(name), f"{name}'s own certificate {me.cert} "
+                      f"(deployment file {dep.path})")
+    if (left := days_left(cert)) < EXPIRY_WARNING_DAYS:
+        log.warning("%s's own certificate expires in %.0f days: make a new key (mpc-certs "
+                    "renew) for the others to pin", name, left)
+
+
+def _warn_unfound(dep: Deployment) -> None:
+    for name, missing in unfound_pins(dep).items():
+        log.warning("%s: no certificate in %s holds the key pinned for %s (%s): it cannot "
+                    "connect until its certificate is put there", dep.path.name, dep.tls_dir,
+                    name, ", ".join(missing))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpcnet import __version__
-from mpcnet.config import check_name
+from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError, StorageError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
@@ -35,11 +35,20 @@ IDLE_TIMEOUT = 3600.0  # a client session may stay idle this long
 
 
 class ClientSession:
-    """The session of client ``name`` (role ``role``) on connection ``conn``."""
+    """The session of client ``name`` (role ``role``, key fingerprint ``key``) on connection
+    ``conn``."""
 
-    def __init__(self, server: PartyServer, conn: FrameProtocol, name: str, role: str) -> None:
-        self.s, self.conn, self.name, self.role = server, conn, name, role
+    def __init__(self, server: PartyServer, conn: FrameProtocol, name: str, role: str,
+                 key: str) -> None:
+        self.s, self.conn, self.name, self.role, self.key = server, conn, name, role, key
         self.uploads: dict[str, Upload] = {}
+
+    def admitted(self, dep: Deployment) -> bool:
+        """Whether deployment ``dep`` still admits this session: its key pinned for its
+        name, with the same role (else a reload closes it)."""
+        role = (dep.client(self.name).role if dep.is_client(self.name)
+                else "server" if dep.is_server(self.name) else None)
+        return role == self.role and self.key in dep.pins(self.name)
 
     def discard(self) -> None:
         """A session that ends before its commits leaves nothing behind."""

@@ -2,7 +2,8 @@
 
 Layout under the server's ``data_dir``::
 
-    LOCK                          held (flock) while a server uses the folder
+    LOCK                          held (flock) while a server uses the folder; its pid
+    RELOAD.json                   how the last reload of the deployment file went
     staging/                      uploads and results being written; emptied at every start
     datasets/<name>/manifest.json schema, contributions, and a SHA-256 per share file
     datasets/<name>/<random>.data.npy, <random>.labels.npy   (names chosen by the server)
@@ -109,6 +110,21 @@ def write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
     return {"file": path.name, "sha256": w.h.hexdigest(), "bytes": w.n}
 
 
+def running_pid(root: Path) -> int | None:
+    """The pid of the server that holds the lock of data folder ``root``; None if no server
+    holds it."""
+    try:
+        with open(root / "LOCK") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return int(f.read().strip() or 0) or None
+            fcntl.flock(f, fcntl.LOCK_UN)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Atomically replace ``path`` with the JSON of ``obj``."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -165,6 +181,8 @@ class Storage:
                 _tighten(d)
             self._lock = _create(self.root / "LOCK", "w")
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._lock.write(str(os.getpid()))  # for `mpc-party --reload` (``running_pid``)
+            self._lock.flush()
         except BlockingIOError:
             raise StorageError(f"data folder {self.root} is in use by another running server; "
                                "each server needs its own data_dir") from None
@@ -193,6 +211,10 @@ class Storage:
                 continue
             out += sorted(owner.iterdir())
         return out
+
+    def record_reload(self, outcome: dict[str, Any]) -> None:
+        """How the last reload went (``mpc-party --reload`` reads it back)."""
+        write_json(self.root / "RELOAD.json", outcome)
 
     def close(self) -> None:
         if self._lock is not None:

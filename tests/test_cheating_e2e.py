@@ -410,7 +410,7 @@ COORDINATOR_CASES = {
     "k": "the coordinator says k 3",
     "dataset": "the coordinator says dataset 'another'",
     "replay": "already used by job",  # the request of the refused job just before
-    "forge": "certificate of ['alice']",
+    "forge": "its certificate names 'alice', not 'analyst'",
 }
 
 
@@ -457,7 +457,7 @@ def test_a_cheating_coordinator_cannot_change_the_job(setup: Setup, tmp_path: Pa
     for name in members:
         made_up = [j for j in listing[name] if j["result"] == f"unrequested-{real.group(1)}"]
         assert len(made_up) == 1 and made_up[0]["state"] == "failed", listing[name]
-        assert "certificate of ['alice']" in made_up[0]["error"], made_up[0]
+        assert "names 'alice', not 'analyst'" in made_up[0]["error"], made_up[0]
     stored = c.stored_results()
     assert all("coordinator-real" in names and not any(n.startswith("unrequested-")
                                                        for n in names)

@@ -45,7 +45,7 @@ def test_a_dial_to_a_port_that_never_handshakes_ends_by_the_deadline() -> None:
         port = server.sockets[0].getsockname()[1]
         t0 = time.monotonic()
         try:
-            await dial("carol", "127.0.0.1", port, ssl.create_default_context(),
+            await dial("carol", "127.0.0.1", port, ssl.create_default_context(), pins=(),
                        max_frame=1024, deadline=time.monotonic() + 0.5,
                        handshake_timeout=HANDSHAKE, bound="probe_timeout")
         except PeerError as exc:

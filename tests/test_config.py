@@ -17,7 +17,7 @@ def test_local_deployments_parse_with_paths_relative_to_the_file() -> None:
     dep = config.load(ROOT / "deploy" / "local.toml")
     assert [s.name for s in dep.servers] == ["alice", "bob", "carol"]
     assert dep.leader.name == "alice" and dep.party("carol") == 2
-    assert dep.ca == ROOT / "deploy" / "certs" / "ca.pem"
+    assert dep.tls_dir == ROOT / "deploy" / "certs"
     assert dep.server("bob").key == ROOT / "deploy" / "certs" / "bob.key"
     assert dep.server("bob").data_dir == ROOT / "deploy" / "data" / "bob"
     roles = {c.name: c.role for c in dep.clients}
@@ -61,6 +61,12 @@ def test_minimal_file_gets_defaults(tmp_path: Path) -> None:
     ('[deployment]\nmemory_budget = "2 parsecs"\n', "memory_budget must be a size"),
     ('[deployment]\nmemory_budget = 1000\n', "at least 64 MiB"),
     ('[[clients]]\nname = "../x"\nrole = "owner"\n', "name"),
+    ('[tls]\nca = "certs/ca.pem"\n', "trusts no certificate authority"),
+    ('[[clients]]\nname = "x"\nrole = "owner"\npin = "abc"\n', "pin must be"),
+    ('[[clients]]\nname = "x"\nrole = "owner"\npin = ["sha256:' + "A" * 64 + '"]\n',
+     "pin must be"),
+    ('[[clients]]\nname = "x"\nrole = "owner"\npin = ' + str(["sha256:" + "a" * 64] * 5)
+     .replace("'", '"') + "\n", "up to 4"),
 ])
 def test_mistakes_are_refused_with_the_file_named(tmp_path: Path, extra: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words) as err:
@@ -103,3 +109,15 @@ def test_memory_budget_takes_sizes_with_units(tmp_path: Path, text: str, size: i
     value = text if text.startswith('"') or text.isdigit() else f'"{text}"'
     dep = config.load(_write(tmp_path, f"[deployment]\nmemory_budget = {value}\n" + SERVERS))
     assert dep.memory_budget == size
+
+
+def test_pins_are_one_fingerprint_or_a_list(tmp_path: Path) -> None:
+    one, two, three = ("sha256:" + d * 64 for d in "123")
+    dep = config.load(_write(tmp_path, SERVERS.replace('name = "a"', f'name = "a"\npin = "{one}"')
+                             + f'[[clients]]\nname = "x"\nrole = "owner"\npin = ["{two}", '
+                             f'"{three}", "{two}"]\n'))
+    assert dep.pins("a") == (one,) and dep.pins("x") == (two, three)
+    assert dep.pins("b") == () and dep.pins("nobody") == ()
+    with pytest.raises(ConfigError, match=f"the key {one} is pinned for a and for x"):
+        config.load(_write(tmp_path, SERVERS.replace('name = "a"', f'name = "a"\npin = "{one}"')
+                           + f'[[clients]]\nname = "x"\nrole = "owner"\npin = "{one}"\n'))

@@ -2,7 +2,7 @@
 
 Checks what can be checked without running containers: the file parses, every server of
 deploy/docker.toml (and docker4.toml with MPC_DEPLOY=docker4) is a service on its port, mounts
-the configuration, the CA, its own certificate and only its own key at the paths the
+the configuration, its own certificate and only its own key at the paths the
 configuration resolves to, keeps its data on a volume at its data_dir, and has a healthcheck.
 """
 
@@ -56,7 +56,7 @@ def test_services_match_the_deployment_file(deploy: str) -> None:
         assert str(CONTAINER_CONFIG) in svc["command"]
         mounts = _mounts(svc)
         assert mounts[str(CONTAINER_CONFIG)] == f"./deploy/{deploy}.toml"
-        for path in (dep.ca, s.cert, s.key):
+        for path in (s.cert, s.key):
             inside = str(_in_container(dep, path))
             assert inside in mounts, f"{s.name} does not mount {inside}"
             assert (ROOT / mounts[inside]).resolve() == path

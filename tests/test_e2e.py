@@ -19,12 +19,12 @@ import pytest
 from conftest import ROOT
 from reliability_common import lsvt_files, lsvt_slice, ok, refused
 
-from mpcnet import config
-from mpcnet.certs.pki import issue, make_ca, write_pair
+from mpcnet.certs.pki import keygen, self_signed, write_cert, write_key
 from mpcnet.client.local import CLIENTS, LocalCluster, write_config
 from mpcnet.client.session import Client
 from mpcnet.dataset import read_csv
 from mpcnet.net.tls import run
+from mpcnet.pins import fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -475,39 +475,32 @@ def test_clients_without_role_or_valid_certificate_are_refused(
     assert r.returncode == 2 and "may not contribute" in r.stderr
     r = cluster.client("hospital-b", "fetch", "--result", "whole-r", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "access denied" in r.stderr
-    # a certificate for "analyst" from another CA
-    key, ca = make_ca("rogue CA")
-    write_pair(*issue(key, ca, "analyst", server=False), tmp_path / "a.pem", tmp_path / "a.key")
+    # a key someone else made for the pinned name "analyst"
+    key, cert = self_signed("analyst")
+    write_key(key, tmp_path / "a.key")
+    write_cert(cert, tmp_path / "a.pem")
     rogue = _config_copy(cluster, tmp_path, "rogue.toml",
                          '[[clients]]\nname = "analyst"', f'cert = "{tmp_path / "a.pem"}"\n'
                          f'key = "{tmp_path / "a.key"}"')
     r = cluster.client("analyst", "datasets", config_path=rogue)
-    assert r.returncode == 3 and "refused" in r.stderr
+    assert r.returncode == 2 and "not pinned" in r.stderr and fingerprint(cert) in r.stderr
     # no certificate at all
     missing = _config_copy(cluster, tmp_path, "none.toml", '[[clients]]\nname = "analyst"',
                            f'cert = "{tmp_path / "none.pem"}"\nkey = "{tmp_path / "none.key"}"')
     r = cluster.client("analyst", "datasets", config_path=missing)
     assert r.returncode == 2 and "not found" in r.stderr
-    # a valid certificate whose name the deployment does not know
+    # a key of its own for a name the servers' files do not list
     stranger = _config_copy(cluster, tmp_path, "stranger.toml", '[[clients]]\nname = "analyst"',
                             "", rename=("analyst", "stranger"))
-    dep = config.load(cluster.config_path)
-    ca_key = (dep.ca.parent / "ca.key").read_bytes()
-    from cryptography import x509
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-    write_pair(*issue(load_pem_private_key(ca_key, None),  # type: ignore[arg-type]
-                      x509.load_pem_x509_certificate(dep.ca.read_bytes()), "stranger",
-                      server=False), tmp_path / "stranger.pem", tmp_path / "stranger.key")
+    keygen("stranger", tmp_path)
     r = cluster.client("stranger", "datasets", config_path=stranger)
-    assert r.returncode == 2 and "not a client of this deployment" in r.stderr
+    assert r.returncode == 2 and "not pinned" in r.stderr
     assert "DOWN" not in ok(cluster.client("analyst", "status"))
 
 
 def _config_copy(cluster: LocalCluster, tmp_path: Path, name: str, anchor: str, lines: str,
                  rename: tuple[str, str] | None = None) -> Path:
     text = cluster.config_path.read_text()
-    base = cluster.config_path.parent
-    text = text.replace('ca = "certs/ca.pem"', f'ca = "{base / "certs" / "ca.pem"}"')
     text = text.replace('dir = "certs"', f'dir = "{tmp_path}"')
     if rename:
         text = text.replace(f'name = "{rename[0]}"', f'name = "{rename[1]}"')

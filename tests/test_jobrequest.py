@@ -7,24 +7,21 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpcnet import config
-from mpcnet.certs.pki import init_deployment, issue, make_ca, write_pair
+from mpcnet.certs.pki import local_deployment, self_signed, write_cert, write_key
 from mpcnet.client.local import CLIENTS, write_config
 from mpcnet.config import Deployment
-from mpcnet.errors import AccessDenied, InputError
-from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest, load_ca
+from mpcnet.errors import AccessDenied, InputError, NotPinned
+from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest
 
 
 @pytest.fixture
 def dep(tmp_path: Path) -> Deployment:
     path = write_config(tmp_path, 3, ports=[7001, 7002, 7003],
                         clients=CLIENTS + (("analyst-2", "analyst"),))
-    d = config.load(path)
-    init_deployment(d)
-    return d
+    local_deployment(config.load(path))
+    return config.load(path)
 
 
 def _signed(dep: Deployment, who: str = "analyst", **over: object) -> SignedRequest:
@@ -38,7 +35,7 @@ def test_a_signed_request_verifies_after_the_wire(dep: Deployment) -> None:
     signed = _signed(dep, share_with=("analyst-2",))
     back = SignedRequest.from_wire(signed.to_wire())
     assert back == signed
-    request = back.verify(dep, load_ca(dep.ca))
+    request = back.verify(dep)
     assert request.may_read("analyst") and request.may_read("analyst-2")
     assert not request.may_read("hospital-a")
 
@@ -56,41 +53,44 @@ def test_any_changed_field_breaks_the_signature(dep: Deployment, field: str) -> 
                "result": "r2", "share_with": ["analyst-2"], "nonce": "0" * 32,
                "issued": 1.0, "analyst": "analyst-2"}[field]
     tampered = SignedRequest.from_wire(wire | {field: changed})
-    with pytest.raises(AccessDenied, match="does not verify|certificate of"):
-        tampered.verify(dep, load_ca(dep.ca))
+    with pytest.raises(AccessDenied, match="does not verify|certificate names"):
+        tampered.verify(dep)
 
 
 def test_a_request_signed_with_another_key_is_refused(dep: Deployment) -> None:
-    with pytest.raises(AccessDenied, match=r"certificate of \['alice'\], not with the client "
-                                           r"certificate of 'analyst'"):
-        _signed(dep, who="alice").verify(dep, load_ca(dep.ca))
+    with pytest.raises(AccessDenied, match="names 'alice', not 'analyst'"):
+        _signed(dep, who="alice").verify(dep)
     with pytest.raises(AccessDenied, match="'hospital-a' is not an analyst"):
-        _signed(dep, who="hospital-a", analyst="hospital-a").verify(dep, load_ca(dep.ca))
+        _signed(dep, who="hospital-a", analyst="hospital-a").verify(dep)
 
 
-def test_a_certificate_from_another_ca_or_an_expired_one_is_refused(dep: Deployment,
-                                                             tmp_path: Path) -> None:
-    other_key, other_ca = make_ca()
-    key, cert = issue(other_key, other_ca, "analyst", server=False)
-    write_pair(key, cert, tmp_path / "x.pem", tmp_path / "x.key")
+def _write(tmp_path: Path, file: str, name: str, **kw: object) -> tuple[Path, Path]:
+    key, cert = self_signed(name, **kw)  # type: ignore[arg-type]
+    write_key(key, tmp_path / f"{file}.key")
+    write_cert(cert, tmp_path / f"{file}.pem")
+    return tmp_path / f"{file}.key", tmp_path / f"{file}.pem"
+
+
+def test_a_key_not_pinned_for_the_analyst_or_an_expired_one_is_refused(dep: Deployment,
+                                                                       tmp_path: Path) -> None:
     request = JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r")
-    foreign = SignedRequest.sign(request, tmp_path / "x.key", tmp_path / "x.pem")
-    with pytest.raises(AccessDenied, match="not one the deployment's CA issued"):
-        foreign.verify(dep, load_ca(dep.ca))
-    own_ca_key = serialization.load_pem_private_key((dep.ca.parent / "ca.key").read_bytes(),
-                                                    password=None)
-    assert isinstance(own_ca_key, ec.EllipticCurvePrivateKey)
-    key, cert = issue(own_ca_key, load_ca(dep.ca), "analyst", server=False, days=1,
-                      not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=10))
-    write_pair(key, cert, tmp_path / "old.pem", tmp_path / "old.key")
-    expired = SignedRequest.sign(request, tmp_path / "old.key", tmp_path / "old.pem")
-    with pytest.raises(AccessDenied, match="not valid now"):
-        expired.verify(dep, load_ca(dep.ca))
+    foreign = SignedRequest.sign(request, *_write(tmp_path, "x", "analyst"))
+    with pytest.raises(NotPinned, match="of 'analyst' is not pinned"):
+        foreign.verify(dep)
+    old = _write(tmp_path, "old", "analyst", days=1,
+                 not_before=dt.datetime.now(dt.UTC) - dt.timedelta(days=10))
+    pinned = config.load(dep.path)
+    from mpcnet.certs.pinfile import pin
+    pin(dep.path, old[1])  # pinned beside the current key, but expired
+    expired = SignedRequest.sign(request, *old)
+    with pytest.raises(AccessDenied, match="valid only from"):
+        expired.verify(config.load(dep.path))
+    assert pinned.pins("analyst") != config.load(dep.path).pins("analyst")
 
 
 def test_sharing_with_a_non_analyst_is_refused(dep: Deployment) -> None:
     with pytest.raises(AccessDenied, match="hospital-a, who are not analysts"):
-        _signed(dep, share_with=("hospital-a",)).verify(dep, load_ca(dep.ca))
+        _signed(dep, share_with=("hospital-a",)).verify(dep)
 
 
 @pytest.mark.parametrize(("change", "words"), [
@@ -110,32 +110,26 @@ def test_malformed_requests_are_named(dep: Deployment, change: dict[str, object]
 def test_a_request_is_used_only_within_its_validity(dep: Deployment) -> None:
     signed = _signed(dep)
     r = signed.request
-    ca = load_ca(dep.ca)
-    assert signed.verify(dep, ca, now=r.expires + CLOCK_SKEW - 1) == r
+    assert signed.verify(dep, now=r.expires + CLOCK_SKEW - 1) == r
     with pytest.raises(AccessDenied, match="expired at .* sign a new one"):
-        signed.verify(dep, ca, now=r.expires + CLOCK_SKEW + 1)
+        signed.verify(dep, now=r.expires + CLOCK_SKEW + 1)
     later = r.issued + CLOCK_SKEW + 60
     with pytest.raises(AccessDenied, match="made in the future"):
-        _signed(dep, issued=later, expires=later + 60).verify(dep, ca)
+        _signed(dep, issued=later, expires=later + 60).verify(dep)
     eternal = _signed(dep, expires=r.issued + 30 * 86400)  # signed, but beyond the longest
     with pytest.raises(AccessDenied, match="validity is malformed"):
-        eternal.verify(dep, ca)
+        eternal.verify(dep)
     with pytest.raises(InputError, match="valid for 1 s to 7 days"):
         JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r", valid_for=0)
 
 
-def test_a_certificate_that_names_two_identities_signs_for_none(dep: Deployment,
-                                                                tmp_path: Path) -> None:
-    """One identity rule (mpcnet.identity): a client certificate names its client alone."""
-    ca_key = serialization.load_pem_private_key((dep.ca.parent / "ca.key").read_bytes(),
-                                                password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    key, cert = issue(ca_key, load_ca(dep.ca), "analyst-2", server=False, hosts=("analyst",))
-    write_pair(key, cert, tmp_path / "two.pem", tmp_path / "two.key")
+def test_another_participants_pinned_key_signs_for_nobody_else(dep: Deployment) -> None:
+    """analyst-2's own, pinned key signs a request in the name of analyst: refused (its
+    certificate names analyst-2; a certificate of that key naming analyst is not pinned)."""
     request = JobRequest.new("analyst", "d", 2, "ms-gini", "passive3", "r")
-    signed = SignedRequest.sign(request, tmp_path / "two.key", tmp_path / "two.pem")
-    with pytest.raises(AccessDenied, match="must name its client alone"):
-        signed.verify(dep, load_ca(dep.ca))
+    cert, key = dep.identity("analyst-2")
+    with pytest.raises(AccessDenied, match="names 'analyst-2', not 'analyst'"):
+        SignedRequest.sign(request, key, cert).verify(dep)
 
 
 def _training(dep: Deployment, owner: str = "clinic") -> SignedRequest:
@@ -164,20 +158,20 @@ def test_a_training_request_verifies_and_any_changed_field_breaks_it(dep: Deploy
     signed = _training(dep)
     back = SignedRequest.from_wire(signed.to_wire())
     assert back == signed
-    request = back.verify(dep, load_ca(dep.ca))
+    request = back.verify(dep)
     assert (request.kind, request.model_owner, request.epochs) == ("train", "clinic", 50)
     changed = {"model_owner": "analyst", "epochs": 51, "learning_rate": 1.0, "l2": 0.0,
                "dataset": "other"}[field]
     tampered = SignedRequest.from_wire(signed.to_wire() | {field: changed})
     with pytest.raises(AccessDenied, match="does not verify"):
-        tampered.verify(dep, load_ca(dep.ca))
+        tampered.verify(dep)
 
 
 def test_a_model_goes_to_a_model_owner_or_to_the_analyst_itself(dep: Deployment) -> None:
-    _training(dep, "analyst").verify(dep, load_ca(dep.ca))
+    _training(dep, "analyst").verify(dep)
     for owner in ("analyst-2", "hospital-a", "nobody"):
         with pytest.raises(AccessDenied, match="not a model owner"):
-            _training(dep, owner).verify(dep, load_ca(dep.ca))
+            _training(dep, owner).verify(dep)
 
 
 def test_a_choice_of_k_signs_its_candidates(dep: Deployment) -> None:
@@ -188,12 +182,12 @@ def test_a_choice_of_k_signs_its_candidates(dep: Deployment) -> None:
     signed = _signed(dep, k=20, candidates=(5, 10, 20))
     wire = signed.to_wire()
     assert wire["candidates"] == [5, 10, 20]
-    assert SignedRequest.from_wire(wire).verify(dep, load_ca(dep.ca)).candidates == (5, 10, 20)
+    assert SignedRequest.from_wire(wire).verify(dep).candidates == (5, 10, 20)
     for tampered in (wire | {"candidates": [5, 20]}, {k: v for k, v in wire.items()
                                                       if k != "candidates"},
                      plain | {"candidates": [2, 5]}):
         with pytest.raises(AccessDenied, match="does not verify"):
-            SignedRequest.from_wire(tampered).verify(dep, load_ca(dep.ca))
+            SignedRequest.from_wire(tampered).verify(dep)
     for bad in ([], [5, True], ["5"], list(range(1, 20))):
         with pytest.raises(InputError, match="candidates"):
             SignedRequest.from_wire(wire | {"candidates": bad})

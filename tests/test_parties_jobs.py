@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from mpcnet import config
-from mpcnet.certs.pki import init_deployment
+from mpcnet.certs.pki import local_deployment
 from mpcnet.client.local import CLIENTS, write_config
 from mpcnet.config import Deployment
 from mpcnet.errors import AccessDenied, CheatingDetected, InputError
-from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest, load_ca
+from mpcnet.jobrequest import CLOCK_SKEW, JobRequest, SignedRequest
 from mpcnet.parties import catalog
 from mpcnet.parties.jobs import JobBook
 from mpcnet.parties.storage import Storage
@@ -84,16 +84,17 @@ def _expired() -> dict[str, float]:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    dep = config.load(write_config(tmp_path, 3, ports=[7001, 7002, 7003],
-                                   clients=CLIENTS + (("analyst-2", "analyst"),)))
-    init_deployment(dep)
+    path = write_config(tmp_path, 3, ports=[7001, 7002, 7003],
+                        clients=CLIENTS + (("analyst-2", "analyst"),))
+    local_deployment(config.load(path))
+    dep = config.load(path)
     books = []
     for name in ("alice", "bob"):
         storage = Storage(dep.server(name).data_dir)
         storage.open()
         _share_dataset(storage, dep, dep.party(name))
         _share_dataset(storage, dep, dep.party(name), "guarded", "active3")
-        books.append(JobBook(dep, name, storage, load_ca(dep.ca)))
+        books.append(JobBook(dep, name, storage))
     yield World(dep, books[0], books[1], itertools.count(0xABC000))
     for book in books:
         book.storage.close()
@@ -123,7 +124,7 @@ def test_a_request_runs_once_even_after_a_restart(world: World) -> None:
     world.alice.finish(job, "PeerError: bob went away", None)
     with pytest.raises(InputError, match=f"already used by job {job.id}"):
         world.alice.submit(wire, "analyst")  # a failed job's request is used up too
-    restarted = JobBook(world.dep, "alice", world.alice.storage, world.alice.ca)
+    restarted = JobBook(world.dep, "alice", world.alice.storage)
     restarted.load()
     with pytest.raises(InputError, match="already used"):
         restarted.submit(wire, "analyst")
@@ -143,7 +144,7 @@ def test_a_restart_fails_the_jobs_it_interrupted(world: World) -> None:
     queued = world.alice.submit(world.request(result="a"), "analyst")
     running = world.alice.submit(world.request(result="b"), "analyst")
     world.alice.start(running)
-    restarted = JobBook(world.dep, "alice", world.alice.storage, world.alice.ca)
+    restarted = JobBook(world.dep, "alice", world.alice.storage)
     restarted.load()
     for job_id in (queued.id, running.id):
         rec = restarted.jobs[job_id]
@@ -201,7 +202,7 @@ def test_a_member_refuses_every_other_job_and_says_why(world: World) -> None:
         "the request's k changed": (w.spec(w.request() | {"k": K + 1}, k=K + 1),
                                     CheatingDetected, "does not verify"),
         "signed by the coordinator": (w.spec(w.request("alice")), CheatingDetected,
-                                      "certificate of ['alice']"),
+                                      "its certificate names 'alice', not 'analyst'"),
         "expired": (w.spec(w.request(**_expired())), CheatingDetected, "expired"),
         "no dataset digest": (w.spec(digest=""), InputError, "digest"),
         "a dataset digest of another copy": (w.spec(digest="0" * 64), InputError,

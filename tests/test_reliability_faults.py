@@ -291,7 +291,8 @@ def test_upload_dropped_mid_frame(cluster: FaultCluster, request: pytest.Fixture
     async def cut(fraction: float) -> None:
         cert, key = cluster.dep.identity("hospital-a")
         conn = await dial("alice", alice.host, alice.port,
-                          client_context(cluster.dep.ca, cert, key), max_frame=1 << 20,
+                          client_context(cert, key), pins=cluster.dep.pins("alice"),
+                          max_frame=1 << 20,
                           deadline=time.monotonic() + 5)
         conn.send({"k": "hello", "as": "client", "name": "hospital-a"})
         assert (await conn.recv(timeout=5))[0]["k"] == "ok"

@@ -1,11 +1,12 @@
 """Reliability: hostile clients and peers against real servers.
 
-Certificates (none, another CA, expired, a client certificate for a server's name, a name not
-in the deployment), identities and roles that do not match, hand-crafted frames over a TLS
-session with a valid certificate (``mpcnet.net.framing``: wrong magic, lengths, dtype, shape,
-header, kind; oversized; cut), and a bounded flood of connections. Each must be refused
-without taking the server down or leaking anything, and a normal request must succeed right
-after. The logs are checked for key material, array dumps, tracebacks and the values sent.
+Certificates (none, a key someone else made for a pinned name, expired, a key made for a
+server's name, a name not in the deployment), identities and roles that do not match,
+hand-crafted frames over a TLS session with a valid certificate (``mpcnet.net.framing``: wrong
+magic, lengths, dtype, shape, header, kind; oversized; cut), and a bounded flood of
+connections. Each must be refused without taking the server down or leaking anything, and a
+normal request must succeed right after. The logs are checked for key material, array dumps,
+tracebacks and the values sent.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from typing import Any
 import msgpack
 import numpy as np
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from reliability_common import (
     SERVERS,
     alive,
@@ -36,7 +35,7 @@ from reliability_common import (
     snapshot,
 )
 
-from mpcnet.certs.pki import issue, make_ca, write_pair
+from mpcnet.certs.pki import self_signed, write_cert, write_key
 from mpcnet.client.local import LocalCluster
 from mpcnet.client.session import Client
 from mpcnet.errors import PeerError
@@ -59,15 +58,15 @@ class Env:
     def ctx(self, who: str) -> ssl.SSLContext:
         """A client TLS context for identity ``who`` (a deployment name or a file in certs/)."""
         if (self.certs / f"{who}.pem").exists():
-            return client_context(self.dep.ca, self.certs / f"{who}.pem",
-                                  self.certs / f"{who}.key")
+            return client_context(self.certs / f"{who}.pem", self.certs / f"{who}.key")
         cert, key = self.dep.identity(who)
-        return client_context(self.dep.ca, cert, key)
+        return client_context(cert, key)
 
     async def connect(self, who: str, server: str = "alice",
                       hello: dict[str, Any] | None = None) -> FrameProtocol:
         s = self.dep.server(server)
-        conn = await dial(s.name, s.host, s.port, self.ctx(who), max_frame=1 << 24,
+        conn = await dial(s.name, s.host, s.port, self.ctx(who), pins=self.dep.pins(s.name),
+                          max_frame=1 << 24,
                           deadline=time.monotonic() + 5, handshake_timeout=5)
         if hello is not None:
             conn.send(hello)
@@ -119,7 +118,8 @@ def write(conn: FrameProtocol, data: bytes) -> None:
 # -- certificates and identities ----------------------------------------------------------------
 async def no_certificate(env: Env) -> str:
     s = env.dep.leader
-    ctx = ssl.create_default_context(cafile=str(env.dep.ca))
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     reader, writer = await asyncio.open_connection(s.host, s.port, ssl=ctx,
                                                    server_hostname=s.name)
@@ -140,7 +140,8 @@ async def tls_refused(env: Env, who: str) -> str:
     return await dropped(conn)
 
 
-async def other_ca(env: Env) -> str:
+async def unpinned_key(env: Env) -> str:
+    """A certificate of the pinned name ``analyst`` that someone else made."""
     return await tls_refused(env, "rogue-analyst")
 
 
@@ -149,16 +150,17 @@ async def expired(env: Env) -> str:
 
 
 async def unknown_name(env: Env) -> str:
-    conn = await env.connect("stranger", hello={"k": "hello", "as": "client"})
-    return await refused_with(conn, "not a client of this deployment", kind="AccessDenied")
+    return await tls_refused(env, "stranger")
 
 
-async def client_cert_named_like_a_server(env: Env) -> str:
-    """A client-only certificate (no TLS server usage) whose name is ``bob`` tries to join
-    a job as bob."""
-    conn = await env.connect("fake-bob", "carol",
-                             {"k": "hello", "as": "peer", "from": "bob", "job": "j1"})
-    return await refused_with(conn, "is a client certificate", kind="HandshakeError")
+async def key_made_for_a_server_name(env: Env) -> str:
+    """A key someone else made for the name ``bob`` tries to join a job as bob."""
+    try:
+        conn = await env.connect("fake-bob", "carol",
+                                 {"k": "hello", "as": "peer", "from": "bob", "job": "j1"})
+    except PeerError:
+        return "handshake refused"
+    return await dropped(conn)
 
 
 async def client_claims_server(env: Env) -> str:
@@ -340,10 +342,10 @@ async def upload_cut_then_silent(env: Env) -> str:
 
 IDENTITY: dict[str, Case] = {
     "no certificate": no_certificate,
-    "certificate from another CA": other_ca,
+    "a key someone else made for a pinned client": unpinned_key,
     "expired certificate": expired,
     "certificate for a name not in the deployment": unknown_name,
-    "client certificate named like a server": client_cert_named_like_a_server,
+    "a key someone else made for a server's name": key_made_for_a_server_name,
     "client claiming a server's name": client_claims_server,
     "client claiming another client's name": client_claims_other_client,
     "server certificate used as a client": server_cert_as_client,
@@ -368,20 +370,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     folder = tmp_path_factory.mktemp("hostile")
     certs = folder / "hostile-certs"
     with running_cluster(folder) as cluster:
-        dep = cluster.dep
-        ca_key = load_pem_private_key((dep.ca.parent / "ca.key").read_bytes(), None)
-        ca = x509.load_pem_x509_certificate(dep.ca.read_bytes())
         long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
-        write_pair(*issue(ca_key, ca, "analyst", server=False, days=10,  # type: ignore[arg-type]
-                          not_before=long_ago), certs / "expired-analyst.pem",
-                   certs / "expired-analyst.key")
-        write_pair(*issue(ca_key, ca, "bob", server=False),  # type: ignore[arg-type]
-                   certs / "fake-bob.pem", certs / "fake-bob.key")
-        write_pair(*issue(ca_key, ca, "stranger", server=False),  # type: ignore[arg-type]
-                   certs / "stranger.pem", certs / "stranger.key")
-        rogue_key, rogue_ca = make_ca("rogue CA")
-        write_pair(*issue(rogue_key, rogue_ca, "analyst", server=False),
-                   certs / "rogue-analyst.pem", certs / "rogue-analyst.key")
+        for file, name, days, start in (("expired-analyst", "analyst", 10, long_ago),
+                                        ("fake-bob", "bob", 30, None),
+                                        ("stranger", "stranger", 30, None),
+                                        ("rogue-analyst", "analyst", 30, None)):
+            key, cert = self_signed(name, days, start)
+            write_key(key, certs / f"{file}.key")
+            write_cert(cert, certs / f"{file}.pem")
         csv_path = lsvt_slice(folder / "base.csv", slice(0, 40), list(range(8)))
         ok(cluster.client("hospital-a", "share", str(csv_path), "--dataset", "base",
                           "--label", "label"))
@@ -430,13 +426,13 @@ def test_identities_and_certificates_are_refused(env: Env,
                                    f'key = "{env.certs / "expired-analyst.key"}"')
     expired_cfg = cfg.with_name("expired.toml")
     expired_cfg.write_text(text)
-    err = refused(env.cluster.client("analyst", "datasets", config_path=expired_cfg), code=3)
-    assert "refused" in err and "expired" in err, err
+    err = refused(env.cluster.client("analyst", "datasets", config_path=expired_cfg), code=2)
+    assert "not pinned" in err and "expired" in err, err
     at_tls = sum(v in ("dropped", "handshake refused") for v in results.values())
     report(request, f"hostile: {len(results)}/{len(results)} identity/certificate cases "
            f"refused ({at_tls} dropped at the TLS or hello stage, {len(results) - at_tls} "
            "with a named error or role limit); a normal request succeeded after each; the "
-           "CLI with an expired certificate exits 3 saying so")
+           "CLI with an expired certificate exits 2 saying so")
 
 
 def test_malformed_frames_and_requests_are_refused(env: Env,

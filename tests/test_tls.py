@@ -1,4 +1,4 @@
-"""TLS transport: framing, identity checks, retries, and protocols running over real sockets."""
+"""TLS transport: framing, pin checks, retries, and protocols running over real sockets."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cryptography import x509
 
-from mpcnet.certs.pki import issue, make_ca, write_pair
+from mpcnet.certs.pki import keygen, self_signed, write_cert, write_key
 from mpcnet.client.local import free_ports
-from mpcnet.errors import HandshakeError, PeerError
+from mpcnet.errors import HandshakeError, NotPinned, PeerError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import PREFIX, FrameDecoder, FrameProtocol, encode
 from mpcnet.net.tls import TLSChannel, client_context, dial, server_context
+from mpcnet.pins import fingerprint
 from mpcnet.schemes import rep3
 from mpcnet.schemes.base import Shared
 
@@ -90,27 +92,33 @@ def test_sender_refuses_object_arrays() -> None:
 # -- TLS -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Own keys of p0, p1, p2 and cli; rogue.* and rogue-p1.* are keys someone else made for
+    the names cli and p1 (certificates of pinned names, not pinned)."""
     d = tmp_path_factory.mktemp("pki")
-    key, ca = make_ca()
-    write_pair(key, ca, d / "ca.pem", d / "ca.key")
-    for name in ("p0", "p1", "p2"):
-        write_pair(*issue(key, ca, name, server=True, hosts=("127.0.0.1",)),
-                   d / f"{name}.pem", d / f"{name}.key")
-    write_pair(*issue(key, ca, "cli", server=False), d / "cli.pem", d / "cli.key")
-    okey, oca = make_ca("another CA")
-    write_pair(okey, oca, d / "other-ca.pem", d / "other-ca.key")
-    write_pair(*issue(okey, oca, "cli", server=False), d / "rogue.pem", d / "rogue.key")
-    write_pair(*issue(okey, oca, "p1", server=True, hosts=("127.0.0.1",)),
-               d / "rogue-p1.pem", d / "rogue-p1.key")
+    for name in ("p0", "p1", "p2", "cli"):
+        keygen(name, d)
+    for file, name in (("rogue", "cli"), ("rogue-p1", "p1")):
+        key, cert = self_signed(name)
+        write_key(key, d / f"{file}.key")
+        write_cert(cert, d / f"{file}.pem")
     return d
 
 
+def _pins(pki: Path, name: str) -> tuple[str, ...]:
+    return (fingerprint(x509.load_pem_x509_certificate((pki / f"{name}.pem").read_bytes())),)
+
+
+def _trusted(pki: Path) -> str:
+    return "".join((pki / f"{n}.pem").read_text() for n in ("p0", "p1", "p2", "cli"))
+
+
 def _sctx(pki: Path, name: str, cert: str | None = None) -> Any:
-    return server_context(pki / "ca.pem", pki / f"{cert or name}.pem", pki / f"{cert or name}.key")
+    return server_context(pki / f"{cert or name}.pem", pki / f"{cert or name}.key",
+                          _trusted(pki))
 
 
-def _cctx(pki: Path, name: str, ca: str = "ca") -> Any:
-    return client_context(pki / f"{ca}.pem", pki / f"{name}.pem", pki / f"{name}.key")
+def _cctx(pki: Path, name: str) -> Any:
+    return client_context(pki / f"{name}.pem", pki / f"{name}.key")
 
 
 async def _listen(ctx: Any, port: int, accepted: asyncio.Queue[FrameProtocol]) -> Any:
@@ -132,12 +140,13 @@ async def _mesh(pki: Path, ports: list[int]) -> tuple[list[TLSChannel], list[Any
     for i in range(3):
         for j in range(i + 1, 3):
             c = await dial(f"p{j}", "127.0.0.1", ports[j], _cctx(pki, f"p{i}"),
-                           max_frame=1 << 28, deadline=time.monotonic() + 5)
+                           pins=_pins(pki, f"p{j}"), max_frame=1 << 28,
+                           deadline=time.monotonic() + 5)
             c.send({"k": "hello", "from": i})
             conns[i][j] = c
             inc = await queues[j].get()
             hello, _ = await inc.recv(timeout=5)
-            assert inc.peer_identity().name == "p" + str(hello["from"])
+            assert fingerprint(inc.peer_certificate()) == _pins(pki, f"p{hello['from']}")[0]
             conns[j][i] = inc
     return [TLSChannel(i, 3, "job1", conns[i]) for i in range(3)], servers
 
@@ -227,19 +236,25 @@ def test_unreachable_server_fails_at_the_deadline_naming_it(pki: Path) -> None:
     async def main() -> None:
         t = time.monotonic()
         with pytest.raises(PeerError, match=rf"p1 \(127.0.0.1:{port}\).*mpc-party --name p1"):
-            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), max_frame=1024,
-                       deadline=time.monotonic() + 0.6)
+            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), pins=_pins(pki, "p1"),
+                       max_frame=1024, deadline=time.monotonic() + 0.6)
         assert 0.5 < time.monotonic() - t < 3
     asyncio.run(main())
 
 
-def test_server_with_a_foreign_certificate_is_refused(pki: Path) -> None:
+def test_server_whose_key_is_not_pinned_is_refused(pki: Path) -> None:
+    """A certificate of the pinned name p1 that someone else made: refused at once, naming
+    the key it presents."""
+    rogue = fingerprint(x509.load_pem_x509_certificate((pki / "rogue-p1.pem").read_bytes()))
+
     async def main() -> None:
         port = free_ports(1)[0]
         srv = await _listen(_sctx(pki, "p1", cert="rogue-p1"), port, asyncio.Queue())
-        with pytest.raises(HandshakeError, match="not valid for this deployment"):
-            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), max_frame=1024,
-                       deadline=time.monotonic() + 5)
+        t = time.monotonic()
+        with pytest.raises(NotPinned, match=f"{rogue} of 'p1' is not pinned"):
+            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), pins=_pins(pki, "p1"),
+                       max_frame=1024, deadline=time.monotonic() + 5)
+        assert time.monotonic() - t < 2  # no retrying
         srv.close()
     asyncio.run(main())
 
@@ -248,22 +263,24 @@ def test_server_name_must_match_its_certificate(pki: Path) -> None:
     async def main() -> None:
         port = free_ports(1)[0]
         srv = await _listen(_sctx(pki, "p2"), port, asyncio.Queue())
-        with pytest.raises(HandshakeError, match="p1"):
-            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), max_frame=1024,
-                       deadline=time.monotonic() + 5)
+        with pytest.raises(HandshakeError, match="names 'p2', not 'p1'"):
+            await dial("p1", "127.0.0.1", port, _cctx(pki, "p0"), pins=_pins(pki, "p1"),
+                       max_frame=1024, deadline=time.monotonic() + 5)
         srv.close()
     asyncio.run(main())
 
 
-def test_client_from_another_ca_is_refused_by_the_server(pki: Path) -> None:
+def test_client_whose_key_is_not_pinned_is_refused_by_the_server(pki: Path) -> None:
+    """The TLS server trusts the pinned certificates only: a certificate of the pinned name
+    cli made by someone else does not complete a session."""
     async def main() -> None:
         port = free_ports(1)[0]
         accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
         srv = await _listen(_sctx(pki, "p0"), port, accepted)
-        ctx = client_context(pki / "ca.pem", pki / "rogue.pem", pki / "rogue.key")
+        ctx = client_context(pki / "rogue.pem", pki / "rogue.key")
         with pytest.raises(PeerError):  # TLS 1.3: the refusal arrives after the handshake
-            conn = await dial("p0", "127.0.0.1", port, ctx, max_frame=1024,
-                              deadline=time.monotonic() + 5)
+            conn = await dial("p0", "127.0.0.1", port, ctx, pins=_pins(pki, "p0"),
+                              max_frame=1024, deadline=time.monotonic() + 5)
             conn.send({"k": "hello"})
             await conn.recv(timeout=5)
         assert accepted.empty()
@@ -278,7 +295,8 @@ def test_client_without_certificate_is_refused(pki: Path) -> None:
         port = free_ports(1)[0]
         accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
         srv = await _listen(_sctx(pki, "p0"), port, accepted)
-        ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx,
                                                        server_hostname="p0")
         writer.write(b"x" * 16)
@@ -288,6 +306,60 @@ def test_client_without_certificate_is_refused(pki: Path) -> None:
             pass
         assert accepted.empty()
         writer.close()
+        srv.close()
+    asyncio.run(main())
+
+
+def test_a_running_server_trusts_a_certificate_pinned_later(pki: Path, tmp_path: Path) -> None:
+    """A reload adds the certificates of new participants to the trust store of the listening
+    context in place: the next handshake of the newcomer completes."""
+    from mpcnet.net.tls import trust
+
+    newcomer = keygen("newcomer", tmp_path)
+
+    async def attempt(port: int, accepted: asyncio.Queue[FrameProtocol]) -> bool:
+        ctx = client_context(newcomer.cert, newcomer.key)
+        conn = await dial("p0", "127.0.0.1", port, ctx, pins=_pins(pki, "p0"),
+                          max_frame=1024, deadline=time.monotonic() + 5)
+        conn.send({"k": "hello"})
+        try:  # TLS 1.3: the server decides after the client's handshake is done
+            inc = await asyncio.wait_for(accepted.get(), 1.0)
+        except TimeoutError:
+            assert conn.closed
+            return False
+        hello, _ = await inc.recv(timeout=5)
+        conn.close()
+        return bool(hello["k"] == "hello")
+
+    async def main() -> None:
+        port = free_ports(1)[0]
+        accepted: asyncio.Queue[FrameProtocol] = asyncio.Queue()
+        ctx = _sctx(pki, "p0")
+        srv = await _listen(ctx, port, accepted)
+        assert not await attempt(port, accepted)
+        trust(ctx, newcomer.cert.read_text())
+        assert await attempt(port, accepted)
+        srv.close()
+    asyncio.run(main())
+
+
+def test_an_expired_server_certificate_is_refused(tmp_path: Path) -> None:
+    import datetime as dt
+
+    key, cert = self_signed("p1", days=1, not_before=dt.datetime.now(dt.UTC)
+                            - dt.timedelta(days=3))
+    write_key(key, tmp_path / "old.key")
+    write_cert(cert, tmp_path / "old.pem")
+    client = keygen("p0", tmp_path)
+
+    async def main() -> None:
+        port = free_ports(1)[0]
+        srv = await _listen(server_context(tmp_path / "old.pem", tmp_path / "old.key",
+                                           client.cert.read_text()), port, asyncio.Queue())
+        with pytest.raises(HandshakeError, match="valid only from .*mpc-certs renew"):
+            await dial("p1", "127.0.0.1", port, client_context(client.cert, client.key),
+                       pins=(fingerprint(cert),), max_frame=1024,
+                       deadline=time.monotonic() + 5)
         srv.close()
     asyncio.run(main())
 

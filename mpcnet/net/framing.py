@@ -28,9 +28,9 @@ from typing import Any
 
 import msgpack
 import numpy as np
+from cryptography import x509
 
 from mpcnet.errors import HandshakeError, PeerError
-from mpcnet.identity import Identity, identity_of
 
 PREFIX = struct.Struct("!4sIQ")
 MAGIC = b"MPC1"
@@ -223,17 +223,15 @@ class FrameProtocol(asyncio.BufferedProtocol):
         connection that has not said who it is cannot make it allocate a large buffer)."""
         self._decoder.max_body = max_body
 
-    def peer_identity(self) -> Identity:
-        """Whom the peer's certificate names (``mpcnet.identity``); ``HandshakeError`` if it
-        names nobody in one way."""
-        from cryptography import x509
-
+    def peer_certificate(self) -> x509.Certificate:
+        """The certificate the peer presented (and proved it holds the key of, in the TLS
+        handshake); ``HandshakeError`` if none."""
         assert self.transport is not None
         obj = self.transport.get_extra_info("ssl_object")
         der = obj.getpeercert(binary_form=True) if obj is not None else None
         if not der:
             raise HandshakeError(f"{self.label} presented no certificate")
-        return identity_of(x509.load_der_x509_certificate(der))
+        return x509.load_der_x509_certificate(der)
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -285,9 +283,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def _lost_error(self, exc: Exception | None) -> PeerError:
         if isinstance(exc, ssl.SSLError):
             reason = getattr(exc, "reason", None) or str(exc)
-            return HandshakeError(f"{self.label} refused the TLS session ({reason}): is this "
-                                  "identity's certificate signed by the deployment CA and listed "
-                                  "in its configuration?")
+            return HandshakeError(f"{self.label} refused the TLS session ({reason}): does its "
+                                  "deployment file pin this identity's key?")
         detail = f": {exc}" if exc else ""
         return PeerError(f"{self.label} closed the connection{detail}; is the server still "
                          "running? (see its log)")

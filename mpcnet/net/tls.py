@@ -1,10 +1,12 @@
 """Layer: network. Mutually authenticated TLS 1.3 connections and the TLS channel.
 
-Every server and client holds a key and a certificate signed by the deployment's CA
-(``mpc-certs init``). Both ends of every connection present one, and each checks the other's
-name against the deployment file: a dialer passes the expected server name as
-``server_hostname`` (the certificate must carry it as a DNS subject-alternative name), and an
-acceptor looks the client's certificate name up in the configuration. No other trust exists.
+Every server and client holds its own key and a self-signed certificate (``mpc-certs
+keygen``). Both ends of every connection present theirs, and each checks the other's against
+the pins of its own deployment file (``mpcnet.pins``): a dialer checks after the handshake that
+the server it dialed presented a key pinned for that server's name; an acceptor lets OpenSSL
+verify a client certificate against the pinned certificates (TLS needs some trust store to ask
+for one) and then checks that the key is pinned for the name it claims. No other trust exists:
+no certificate authority, no host name.
 
 ``TLSChannel`` implements ``Channel`` over one framed connection per peer, so the round engine
 and every protocol run over it unchanged. ``run`` starts an event loop, using uvloop when it is
@@ -22,11 +24,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+from cryptography import x509
 
-from mpcnet.errors import CheatingDetected, ConfigError, HandshakeError, MPCError, PeerError
+from mpcnet.errors import (
+    CheatingDetected,
+    ConfigError,
+    HandshakeError,
+    MPCError,
+    NotPinned,
+    PeerError,
+)
 from mpcnet.net import wire
 from mpcnet.net.channel import Channel
 from mpcnet.net.framing import FrameProtocol
+from mpcnet.pins import check_certificate, fingerprint
 
 T = TypeVar("T")
 log = logging.getLogger("mpcnet.net")
@@ -44,34 +55,47 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 # -- contexts ------------------------------------------------------------------------------
-def _load(ctx: ssl.SSLContext, ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    for what, p in (("CA certificate", ca), ("certificate", cert), ("private key", key)):
+def load_identity(ctx: ssl.SSLContext, cert: Path, key: Path) -> None:
+    """Present ``cert`` with ``key`` from now on (also on a context in use: a server that
+    reloads after its key changed presents the new one on new connections)."""
+    for what, p in (("certificate", cert), ("private key", key)):
         if not p.is_file():
-            raise ConfigError(f"{what} {p} not found; create the deployment's certificates with "
-                              "`mpc-certs init --config <deploy.toml>` (or fix the [tls] paths)")
-    try:
-        ctx.load_verify_locations(cafile=str(ca))
-    except (ssl.SSLError, OSError) as exc:
-        raise ConfigError(f"CA certificate {ca} cannot be loaded: {exc}") from None
+            raise ConfigError(f"{what} {p} not found; make this host's key with `mpc-certs "
+                              "keygen NAME` (or fix the [tls] dir or cert/key paths)")
     try:
         ctx.load_cert_chain(str(cert), str(key))
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError(f"certificate {cert} with key {key} cannot be loaded ({exc}); do they "
                           "belong together?") from None
+
+
+def trust(ctx: ssl.SSLContext, pinned: str) -> None:
+    """Add the pinned certificates ``pinned`` (PEM) to a server context's trust store. OpenSSL
+    can only add: a name removed from the pins stays in the store of a running server, and the
+    pin check after the handshake refuses it (``parties.server``)."""
+    if pinned:
+        ctx.load_verify_locations(cadata=pinned)
+
+
+def server_context(cert: Path, key: Path, pinned: str) -> ssl.SSLContext:
+    """Context of a listening server: TLS 1.3 only, a client certificate required and checked
+    against the pinned certificates ``pinned`` (PEM)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    load_identity(ctx, cert, key)
+    trust(ctx, pinned)
     return ctx
 
 
-def server_context(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
-    """Context of a listening server: TLS 1.3 only, client certificate required."""
-    return _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ca, cert, key)
-
-
-def client_context(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
-    """Context of a dialer (client or server): verifies the server's name and presents ours."""
-    ctx = _load(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), ca, cert, key)
-    ctx.check_hostname = True
+def client_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """Context of a dialer (client or server): TLS 1.3 only, presents our certificate. It
+    checks no chain and no host name: ``dial`` checks the server's key against its pins."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    load_identity(ctx, cert, key)
     return ctx
 
 
@@ -80,12 +104,14 @@ def describe(name: str, host: str, port: int) -> str:
     return f"{name} ({host}:{port})"
 
 
-async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, max_frame: int,
-               deadline: float, handshake_timeout: float = 10.0,
+async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, pins: tuple[str, ...],
+               max_frame: int, deadline: float, handshake_timeout: float = 10.0,
                bound: str = "connect_timeout") -> FrameProtocol:
-    """Connect to server ``name`` at host:port, retrying with exponential backoff until
-    ``deadline`` (a ``time.monotonic()`` instant). Raises ``HandshakeError`` at once when the
-    TLS identity check fails (retrying would not help) and ``PeerError`` at the deadline.
+    """Connect to server ``name`` at host:port, which must present a key among ``pins`` (the
+    fingerprints the deployment pins for ``name``), retrying with exponential backoff until
+    ``deadline`` (a ``time.monotonic()`` instant). Raises ``NotPinned`` or ``HandshakeError``
+    at once when the identity check fails (retrying would not help) and ``PeerError`` at the
+    deadline.
 
     Every attempt (TCP connect and TLS handshake) ends by the deadline too, so a peer that
     accepts TCP but never completes the handshake (a stopped process: the kernel accepts for
@@ -103,23 +129,16 @@ async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, max_fram
                 _, proto = await loop.create_connection(
                     lambda: FrameProtocol(max_frame, label), host, port, ssl=ctx,
                     server_hostname=name, ssl_handshake_timeout=wait + 1.0)
-            who = proto.peer_identity()  # the one identity rule, as for incoming connections
-            if who.name != name or not who.serves:
+            try:
+                check_certificate(name, proto.peer_certificate(), pins, label)
+            except HandshakeError:
                 proto.close()
-                raise HandshakeError(f"{label}: its certificate names {who.name!r}"
-                                     f"{'' if who.serves else ' as a client'}, not the server "
-                                     f"{name!r}")
+                raise
             proto.peer_name = name
             return proto
-        except ssl.SSLCertVerificationError as exc:
-            raise HandshakeError(
-                f"{label}: its certificate is not valid for this deployment "
-                f"({exc.verify_message}); it must be signed by the deployment CA and name "
-                f"{name!r}. Re-create certificates with `mpc-certs init` and check [tls] ca"
-            ) from None
         except ssl.SSLError as exc:
-            raise HandshakeError(f"{label}: TLS handshake failed ({exc.reason or exc}); is our "
-                                 "certificate signed by the deployment CA?") from None
+            raise HandshakeError(f"{label}: TLS handshake failed ({exc.reason or exc}); does "
+                                 "it pin our key?") from None
         except TimeoutError:
             last = (f"no TLS handshake within {wait:.1f} s (the port accepts connections but "
                     "the server does not answer: stopped, frozen or overloaded?)")
@@ -132,6 +151,21 @@ async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, max_fram
                             f"({bound} in the deployment file bounds the wait)")
         await asyncio.sleep(min(delay, remaining))
         delay = min(delay * 2, 1.0)
+
+
+def not_admitted(label: str, cert: Path, exc: PeerError) -> NotPinned:
+    """The error of a server that closed a fresh session before answering its hello: with TLS
+    1.3 this is how a server refuses a client certificate it does not trust (the client's side
+    of the handshake completed before the server decided), so most likely its deployment file
+    does not pin our key."""
+    try:
+        ours = fingerprint(x509.load_pem_x509_certificate(cert.read_bytes()))
+    except (OSError, ValueError):
+        ours = "(unreadable)"
+    return NotPinned(f"{label} refused the session before answering ({exc}): most likely its "
+                     f"deployment file does not pin our key {ours} (or the certificate {cert} "
+                     f"expired); send its operator {cert.name} to pin (mpc-certs pin), then it "
+                     "reloads (mpc-party --reload)")
 
 
 class TLSChannel(Channel):

@@ -385,7 +385,8 @@ class Spdz3(Rep3Wide):
 
     async def verify(self) -> None:
         """Run every pending check (``pending_checks``): four rounds (three without ANDs,
-        one with only inputs or only zero tests' claims); nothing when nothing is pending.
+        one with only inputs or only zero tests' claims, two with both); nothing when nothing
+        is pending.
         A check this method does not run would be left pending, which is refused."""
         await self.verify_inputs()
         if not self.pending_checks():
