@@ -200,7 +200,7 @@ def _ring_sum(s: Scheme, parts: list[Shared]) -> Shared:
 
 async def trunc_floor(s: Scheme, x: Shared, f: int | np.ndarray) -> Shared:
     """Deterministic floor(x / 2^f) of signed 64-bit x, ``f`` one shift or one per value in
-    [0, 62], by conversion (the module docstring): 24 rounds under rep3, the same whatever x
+    [0, 62], by conversion (the module docstring): 18 rounds (19 under active3), whatever x
     and the randomness, so a plaintext reference computes the same integers."""
     return await _trunc_converted(s, x, _shifts(x, f), rounding=False)
 
