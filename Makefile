@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs bench accuracy network scaling package-check test-join join
+.PHONY: demo test docs bench accuracy network scaling package-check test-join join kauto-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,3 +52,7 @@ test-join: $(PY)  ## owners keyed by record IDs over TLS: 10^4 records each, 2 a
 join: $(PY)  ## the alignment of two keyed owners of 10^5 records each over TLS, every setting
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m bench.join
+
+kauto-check: $(PY)  ## select --k auto on real servers, LSVT and CogLoad, every setting, against plaintext --k auto (~10 min)
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pytest -q -m slow tests/test_e2e_kauto.py

@@ -81,9 +81,12 @@ class Session:
         return self._call(self._client.schema_toml(dataset))
 
     # -- analysts -------------------------------------------------------------------------------
-    def select(self, dataset: str, k: int, result: str, **options: Any) -> dict[str, Any]:
+    def select(self, dataset: str, k: int | str, result: str, **options: Any
+               ) -> dict[str, Any]:
         """Run a selection and wait for it; its job record (figures included). Options as
-        ``mpc-client select`` (``score``, ``security``, ``share_with``, ``valid_for``)."""
+        ``mpc-client select`` (``score``, ``security``, ``share_with``, ``valid_for``, and
+        ``candidates`` with ``k="auto"``: the servers choose k privately, the record's
+        ``figures["plan"]["k"]`` says which)."""
         return self._call(self._client.select(dataset, k, result, **options))
 
     def fetch(self, result: str, owner: str | None = None, frame: bool = True) -> Any:

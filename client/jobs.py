@@ -26,17 +26,23 @@ from mpcnet.jobrequest import CLOCK_SKEW, DEFAULT_VALIDITY, JobRequest, SignedRe
 class Selecting(Connections):
     """What an analyst does: run a selection, train a model."""
 
-    async def select(self, dataset: str, k: int, result: str, *, score: str = "ms-gini",
+    async def select(self, dataset: str, k: int | str, result: str, *, score: str = "ms-gini",
                      security: str | None = None, share_with: tuple[str, ...] = (),
-                     valid_for: float = DEFAULT_VALIDITY, poll: float = 0.5,
-                     progress: Callable[[dict[str, Any]], None] | None = None
+                     candidates: tuple[int, ...] = (), valid_for: float = DEFAULT_VALIDITY,
+                     poll: float = 0.5, progress: Callable[[dict[str, Any]], None] | None = None
                      ) -> dict[str, Any]:
         """Sign a request for a selection (its job must start within ``valid_for`` seconds),
         start it on the coordinator and wait for it; returns the job record once every
-        server's record shows the job that was asked for."""
+        server's record shows the job that was asked for. ``k="auto"`` with ``candidates``:
+        the servers choose k among them privately (``mpcnet.train.choose``) and the record's
+        ``figures["plan"]["k"]`` is the chosen k, the same on every server."""
         security = security or default_security(self.dep)
-        request = JobRequest.new(self.identity, dataset, k, score, security, result,
-                                 share_with, valid_for)
+        if (k == "auto") != bool(candidates):
+            raise InputError("--k auto goes with --candidates K1,K2,... (and candidates with "
+                             "--k auto)")
+        request = JobRequest.new(self.identity, dataset,
+                                 max(candidates) if candidates else int(k), score, security,
+                                 result, share_with, valid_for, tuple(candidates))
         return await self._run_job(request, "select", valid_for, poll, progress)
 
     async def train(self, result: str, model: str, owner: str, *, epochs: int = 200,
@@ -136,6 +142,9 @@ class Selecting(Connections):
                 raise refuse(f"the coordinator reports it done, but {name} says "
                              f"{rec.get('state')}" + (f" ({rec['error']})" if rec.get("error")
                                                       else ""))
+            if wire.get("candidates") and chosen_k(rec) != chosen_k(job):
+                raise refuse(f"the coordinator says k = {chosen_k(job)} was chosen, {name} "
+                             f"says {chosen_k(rec)}")
 
     async def _member_records(self, job_id: str) -> list[tuple[str, dict[str, Any] | MPCError]]:
         """Every other server's own record of the job, or why it could not be read; the
@@ -159,3 +168,8 @@ class Selecting(Connections):
                  for name, rec in await self._member_records(job_id)]
         return "; " + "; ".join(notes) if notes else ""
 
+
+def chosen_k(job: dict[str, Any]) -> int | None:
+    """The k a server's record of a ``--k auto`` job says was chosen (None if none)."""
+    plan = (job.get("figures") or {}).get("plan") or {}
+    return plan.get("k") if isinstance(plan.get("k"), int) else None

@@ -86,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
                        "here in the clear from the same files and options (local)")
     s.add_argument("files", type=Path, nargs="+", help="the owners' CSV files, in the order "
                    "they were shared")
-    s.add_argument("--k", required=True, type=int, help="how many features to keep")
+    _k_options(s)
     _score_option(s)
     _encoding_options(s)
     s.add_argument("--schema", type=Path, metavar="TOML",
@@ -100,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("select", help="select the k best features of a dataset")
     s.add_argument("--dataset", required=True, help="the dataset to select from")
-    s.add_argument("--k", required=True, type=int, help="how many features to keep")
+    _k_options(s)
     _score_option(s)
     s.add_argument("--security", help="passive3 | active3 | active4 (default: passive3 with "
                    "3 servers, active4 with 4)")
@@ -216,6 +216,33 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+def _k_options(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--k", required=True, type=_k_value,
+                   help="how many features to keep, or auto: the servers choose among "
+                        "--candidates privately (logistic regressions on a public split of "
+                        "the rows; only the chosen k is revealed)")
+    s.add_argument("--candidates", type=_candidates, default=(), metavar="K1,K2,...",
+                   help="with --k auto: the values of k to choose from, increasing (default: "
+                        "none)")
+
+
+def _k_value(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"k is a number or auto, not {text!r}") from None
+
+
+def _candidates(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"candidates are numbers separated by commas, not "
+                                         f"{text!r}") from None
+
+
 def figures_text(fig: dict[str, Any] | None) -> str:
     if not fig:
         return "  (no figures)"
@@ -228,6 +255,8 @@ def figures_text(fig: dict[str, Any] | None) -> str:
     if fig.get("plan"):
         plan = fig["plan"]
         lines.append("  " + (plan["model"] if "model" in plan else plan_text(plan)))
+        if "k_choice" in plan:
+            lines.append("  " + plan["k_choice"])
     return "\n".join(lines)
 
 
@@ -266,6 +295,7 @@ class _Progress:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from mpcnet.client.jobs import chosen_k
     from mpcnet.client.results import (
         check_writable,
         reconstruct_encoded,
@@ -326,10 +356,11 @@ async def _run(args: argparse.Namespace) -> int:
         if args.cmd == "select":
             job = await cl.select(args.dataset, args.k, args.result, security=args.security,
                                   score=args.score, share_with=tuple(args.share_with),
-                                  valid_for=args.valid_for,
+                                  candidates=args.candidates, valid_for=args.valid_for,
                                   progress=None if args.json else _Progress())
+            k = chosen_k(job) if args.candidates else args.k
             print_result(args, job, f"job {job['id']} done: result {job['result']!r} stored "
-                   f"({args.k} features of {job['dataset']!r} by {job['score']}, "
+                   f"({k} features of {job['dataset']!r} by {job['score']}, "
                    f"{job['security']})\n"
                    + figures_text(job.get("figures")))
             return 0

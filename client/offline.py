@@ -33,7 +33,7 @@ def print_result(args: argparse.Namespace, obj: Any, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``draft-schema``, ``plaintext`` or ``id-key``, as parsed by ``client.main.parser``."""
-    from mpcnet.client.plain import expected_selection
+    from mpcnet.client.plain import expected_choice, expected_selection
     from mpcnet.client.results import check_writable, write_csv
     from mpcnet.client.uploads import read_declared
     from mpcnet.dataset import EncodingOptions, read_csv
@@ -59,18 +59,30 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.out is not None:
         check_writable(args.out, args.force)
-    got = expected_selection(args.files, args.k, label=args.label,
-                             layout=args.layout or "rows", options=options,
-                             drop=tuple(args.drop),
-                             declared=read_declared(args.schema) if args.schema else None,
-                             score=args.score, id_column=args.id_column)
-    rows = got.reduced.encoded.shape[0]
-    text = f"selected ({args.k} by {args.score}, best first): {', '.join(got.columns)}"
+    chosen: dict[str, Any] = {}
+    same = dict(label=args.label, layout=args.layout or "rows", options=options,
+                drop=tuple(args.drop),
+                declared=read_declared(args.schema) if args.schema else None, score=args.score,
+                id_column=args.id_column)
+    if args.k == "auto":
+        got, counts = expected_choice(args.files, args.candidates, **same)
+        chosen = {"k": len(got.columns), "candidates": list(args.candidates),
+                  "held_out_correct": counts}
+    elif args.candidates:
+        raise InputError("--candidates goes with --k auto")
+    else:
+        got = expected_selection(args.files, args.k, **same)
+    rows, k = got.reduced.encoded.shape[0], len(got.columns)
+    text = f"selected ({k} by {args.score}, best first): {', '.join(got.columns)}"
+    if chosen:
+        text = (f"k = {k} chosen of {','.join(map(str, args.candidates))} (held-out rows "
+                f"predicted right: {', '.join(map(str, counts))}; the servers reveal only k)\n"
+                + text)
     if args.out is not None:
         write_csv(args.out, got.released(release(args)), overwrite=args.force)
-        text += f"\nwrote {rows} x {args.k} reduced dataset to {args.out}"
+        text += f"\nwrote {rows} x {k} reduced dataset to {args.out}"
     print_result(args, {"columns": got.columns, "classes": got.classes, "rows": rows,
-                  "out": None if args.out is None else str(args.out)}, text)
+                        "out": None if args.out is None else str(args.out)} | chosen, text)
     return 0
 
 

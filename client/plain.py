@@ -97,6 +97,24 @@ def expected_selection(files: Sequence[str | Path], k: int, *, label: str | None
                     classes, [classes[int(c)] for c in codes], str(schema["label"]))
 
 
+def expected_choice(files: Sequence[str | Path], candidates: tuple[int, ...], **options: Any
+                    ) -> tuple[Expected, list[int]]:
+    """``--k auto``: the selection for the k the servers choose among ``candidates``
+    (``mpcnet.train.reference``: the same fixed-point training, the same held-out rows and
+    rule), and the held-out rows each candidate predicts right (computed here in the clear;
+    the servers never reveal them)."""
+    from mpcnet.train.reference import held_out_correct
+
+    if not candidates:
+        raise InputError("--k auto goes with --candidates K1,K2,...")
+    largest = expected_selection(files, max(candidates), **options)
+    codes = np.array([largest.classes.index(c) for c in largest.labels])
+    counts = held_out_correct(largest.reduced.encoded, codes, len(largest.classes),
+                              tuple(candidates))
+    k = candidates[int(np.argmax(counts))]  # the most correct, ties to the smaller k
+    return expected_selection(files, k, **options), [int(c) for c in counts]
+
+
 def _joined(parts: list[Encoded], layout: str) -> np.ndarray:
     return np.vstack([p.values for p in parts]) if layout == "rows" else \
         np.hstack([p.values for p in parts])

@@ -129,6 +129,8 @@ class Fetching(Connections):
                     "k": request.k, "score": request.score, "security": request.security,
                     "owner": request.analyst, "share_with": list(request.share_with)}
             allowed = request.may_read(self.identity)
+            if request.candidates and manifest.get("k") in request.candidates:
+                made["k"] = manifest["k"]  # --k auto: the chosen k (every server's, above)
         if any(manifest.get(key, "select" if key == "kind" else None) != value
                for key, value in made.items()):
             raise CheatingDetected("result request", f"result {result!r} does not match the "

@@ -41,6 +41,7 @@ DOMAIN = b"mpcnet job request v1\n"
 NONCE_RE = re.compile(r"[0-9a-f]{32}")
 MAX_CERT_BYTES = 8192
 MAX_SHARED = 64
+MAX_CANDIDATES = 16  # values of k a request may list (``mpcnet.train.choose`` checks them)
 DEFAULT_VALIDITY = 3600.0  # seconds a request stays usable unless the analyst says otherwise
 MAX_VALIDITY = 7 * 86400.0
 CLOCK_SKEW = 300.0  # servers' and clients' clocks may differ this much
@@ -69,20 +70,25 @@ class JobRequest:
     epochs: int = 0
     learning_rate: float = 0.0
     l2: float = 0.0
+    # a selection with a private choice of k (``select --k auto``): the candidates, k the
+    # largest of them; empty otherwise (and then not signed, so older signatures still hold)
+    candidates: tuple[int, ...] = ()
 
     @classmethod
     def new(cls, analyst: str, dataset: str, k: int, score: str, security: str, result: str,
-            share_with: tuple[str, ...] = (), valid_for: float = DEFAULT_VALIDITY
-            ) -> JobRequest:
+            share_with: tuple[str, ...] = (), valid_for: float = DEFAULT_VALIDITY,
+            candidates: tuple[int, ...] = ()) -> JobRequest:
         """A request with a fresh nonce, made now, that a job may start on for ``valid_for``
-        seconds."""
+        seconds; with ``candidates``, k is the largest and the servers choose among them."""
         if not 0 < valid_for <= MAX_VALIDITY:
             raise InputError(f"a job request is valid for 1 s to {MAX_VALIDITY / 86400:.0f} "
                              f"days, not {valid_for} s")
         now = round(time.time(), 3)
+        if candidates and k != max(candidates):
+            raise InputError(f"with candidates, k is the largest of them, not {k}")
         return cls(analyst, dataset, k, score, security, result,
                    tuple(sorted(set(share_with))), secrets.token_hex(16), now,
-                   round(now + valid_for, 3))
+                   round(now + valid_for, 3), candidates=tuple(candidates))
 
     @classmethod
     def training(cls, analyst: str, source: str, security: str, model: str, owner: str,
@@ -101,6 +107,10 @@ class JobRequest:
         if self.kind == "select":
             for name in TRAIN_FIELDS:
                 del fields[name]
+        if self.candidates:
+            fields["candidates"] = list(self.candidates)
+        else:
+            del fields["candidates"]
         return fields
 
     def payload(self) -> bytes:
@@ -175,6 +185,13 @@ class SignedRequest:
                 l2=float(field("l2", (int, float))))
         elif kind != "select" or any(name in wire for name in TRAIN_FIELDS):
             raise InputError(f"job request: unknown kind {kind!r} or fields of another kind")
+        if "candidates" in wire:
+            listed = field("candidates", list)
+            if kind != "select" or not listed or len(listed) > MAX_CANDIDATES or not all(
+                    isinstance(c, int) and not isinstance(c, bool) for c in listed):
+                raise InputError("job request: candidates must list 1 to "
+                                 f"{MAX_CANDIDATES} integers k, for a selection")
+            request = dataclasses.replace(request, candidates=tuple(listed))
         return cls(request, bytes.fromhex(signature), cert.encode("ascii"))
 
     def verify(self, dep: Deployment, now: float | None = None) -> JobRequest:

@@ -33,6 +33,7 @@ from mpcnet.parties import catalog
 from mpcnet.parties.storage import Storage
 from mpcnet.plain.logreg import Training
 from mpcnet.schemes.registry import sharing_of
+from mpcnet.train.choose import check_candidates
 from mpcnet.train.logreg import check_training
 
 SCORES = tuple(featsel_scores.SCORES)
@@ -40,7 +41,7 @@ KINDS = ("select", "train")
 JOB_ID_RE = re.compile(r"[0-9a-f]{12}")  # what ``submit`` makes (uuid4 hex)
 DIGEST_RE = re.compile(r"[0-9a-f]{64}")  # ``catalog.digest``: all of SHA-256
 SPEC_FIELDS = ("id", "kind", "dataset", "digest", "k", "score", "security", "result",
-               "submitted_by", "model_owner", "training", "n_parties", "request")
+               "submitted_by", "model_owner", "training", "n_parties", "request", "candidates")
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Job:
     kind: str = "select"
     model_owner: str = ""
     training: dict[str, Any] = field(default_factory=dict)  # epochs, learning_rate, l2
+    candidates: list[int] = field(default_factory=list)  # --k auto: k is the largest
     signed: bool = False            # its signature verified here: the request is used up
     state: str = "queued"           # queued -> running -> done | failed
     error: str | None = None
@@ -78,7 +80,8 @@ class Job:
         return cls(id=job_id, dataset=r.dataset, digest=digest, k=r.k, score=r.score,
                    security=r.security, result=r.result, submitted_by=r.analyst,
                    n_parties=sharing_of(r.security)[1], request=wire, kind=r.kind,
-                   model_owner=r.model_owner, training=training)
+                   model_owner=r.model_owner, training=training,
+                   candidates=list(r.candidates))
 
     @property
     def stored_as(self) -> tuple[str, str]:
@@ -272,6 +275,12 @@ class JobBook:
                              f"{job.security} needs a dataset shared for {sharing} (share it "
                              f"again with --security {job.security})")
         catalog.ready_for_selection(manifest, job.k, job.security, job.score)
+        if job.candidates:
+            if job.k != max(job.candidates):
+                raise InputError(f"a choice of k among {job.candidates} selects "
+                                 f"{max(job.candidates)} features first, not {job.k}")
+            schema = manifest["schema"]
+            check_candidates(tuple(job.candidates), len(schema["columns"]), manifest["rows"])
         return manifest
 
     def _training_source(self, job: Job) -> dict[str, Any]:

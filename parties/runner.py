@@ -187,8 +187,7 @@ class JobRunner:
                                   np.asarray(schema["exponents"], dtype=np.int64), budget,
                                   score_name=job.score)
         del data, labels
-        return scheme, self._outputs(scheme, manifest, res), self._manifest(job, manifest), \
-            res.plan
+        return await self._finish(job, engine, scheme, manifest, res, budget)
 
     async def _select_keyed(self, job: Job, engine: RoundEngine
                             ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:
@@ -208,22 +207,39 @@ class JobRunner:
         res, rows = await select_keyed(scheme, parts, label_part, len(schema["classes"]),
                                        job.k, np.asarray(schema["exponents"], dtype=np.int64),
                                        budget, job.score)
-        return scheme, self._outputs(scheme, manifest, res), \
-            dict(self._manifest(job, manifest), rows=rows), res.plan
+        return await self._finish(job, engine, scheme, manifest, res, budget, rows=rows)
+
+    async def _finish(self, job: Job, engine: RoundEngine, scheme: Scheme,
+                      manifest: dict[str, Any], res: Any, budget: int, **extra: Any
+                      ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:
+        """A selection's end: under ``--k auto`` the k chosen first (D' of the chosen k is a
+        prefix of the largest candidate's, its columns in rank order), then what to store."""
+        from mpcnet.train.choose import choose_k
+
+        k, plan = job.k, res.plan
+        if job.candidates:
+            with engine.phase("k-choice"):
+                k, figures = await choose_k(scheme, res.reduced, res.labels,
+                                            tuple(job.candidates), memory_budget=budget)
+            plan = dict(plan, k=k, **figures)
+        return scheme, self._outputs(scheme, manifest, res, k), \
+            dict(self._manifest(job, manifest), k=k, **extra), plan
 
     @staticmethod
-    def _outputs(scheme: Scheme, manifest: dict[str, Any], res: Any) -> dict[str, Shared]:
-        """What a selection stores: D', its exponents, the label's one-hot shares (for
-        training, never fetched), and the labels and indices where the owners release them."""
+    def _outputs(scheme: Scheme, manifest: dict[str, Any], res: Any, k: int
+                 ) -> dict[str, Shared]:
+        """What a selection stores: D' of k columns, its exponents, the label's one-hot shares
+        (for training, never fetched), and the labels and indices where the owners release
+        them."""
         from mpcnet.featsel.gini_fs import label_codes
 
         release = catalog.release_of(manifest)
-        outputs = {"reduced": res.reduced, "exponents": res.exponents,
+        outputs = {"reduced": res.reduced[:, :k], "exponents": res.exponents[:k],
                    "training_labels": res.labels}
         if "label" in release:
             outputs["labels"] = label_codes(scheme, res.labels)
         if "names" in release:
-            outputs["indices"] = res.indices
+            outputs["indices"] = res.indices[:k]
         return outputs
 
     async def _train(self, job: Job, engine: RoundEngine, closing: contextlib.ExitStack

@@ -194,3 +194,24 @@ def test_a_model_goes_to_a_model_owner_or_to_the_analyst_itself(dep: Deployment)
     for owner in ("analyst-2", "hospital-a", "nobody"):
         with pytest.raises(AccessDenied, match="not a model owner"):
             _training(dep, owner).verify(dep)
+
+
+def test_a_choice_of_k_signs_its_candidates(dep: Deployment) -> None:
+    """``select --k auto``: the candidates travel and are signed; a request without them is
+    signed as before (no field), and a coordinator cannot add, drop or change them."""
+    plain = _signed(dep).to_wire()
+    assert "candidates" not in plain
+    signed = _signed(dep, k=20, candidates=(5, 10, 20))
+    wire = signed.to_wire()
+    assert wire["candidates"] == [5, 10, 20]
+    assert SignedRequest.from_wire(wire).verify(dep).candidates == (5, 10, 20)
+    for tampered in (wire | {"candidates": [5, 20]}, {k: v for k, v in wire.items()
+                                                      if k != "candidates"},
+                     plain | {"candidates": [2, 5]}):
+        with pytest.raises(AccessDenied, match="does not verify"):
+            SignedRequest.from_wire(tampered).verify(dep)
+    for bad in ([], [5, True], ["5"], list(range(1, 20))):
+        with pytest.raises(InputError, match="candidates"):
+            SignedRequest.from_wire(wire | {"candidates": bad})
+    with pytest.raises(InputError, match="largest"):
+        JobRequest.new("analyst", "d", 10, "ms-gini", "passive3", "r", candidates=(5, 20))

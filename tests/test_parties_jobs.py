@@ -57,7 +57,8 @@ class World:
         return {"id": f"{next(self.ids):012x}", "dataset": r.dataset, "digest": digest,
                 "k": r.k, "score": r.score, "security": r.security, "result": r.result,
                 "submitted_by": r.analyst, "n_parties": 3, "request": wire, "kind": r.kind,
-                "model_owner": r.model_owner, "training": {}} | over
+                "model_owner": r.model_owner, "training": {},
+                "candidates": list(r.candidates)} | over
 
 
 def _share_dataset(storage: Storage, dep: Deployment, party: int, dataset: str = "study",
@@ -169,6 +170,18 @@ def test_a_member_runs_the_job_the_analyst_signed(world: World) -> None:
     assert world.bob.storage.load_jobs()[-1]["id"] == job.id  # recorded
 
 
+def test_a_choice_of_k_runs_on_valid_candidates_only(world: World) -> None:
+    """``select --k auto``: k is the largest candidate, and candidates the dataset cannot take
+    (k up to p - 1 = 3, 20 rows hold out 5) are refused by coordinator and member alike."""
+    job = world.bob.accept(world.spec(world.request(k=3, candidates=(1, 3))))
+    assert job.candidates == [1, 3] and job.k == 3
+    for over, words in [({"k": 4, "candidates": (1, 4)}, "k must be between|each from 1 to 3"),
+                        ({"k": 3, "candidates": (3,)}, "2 to 16 candidates"),
+                        ({"k": K, "candidates": (1, 3)}, "selects 3 features first")]:
+        with pytest.raises(InputError, match=words):
+            world.alice.submit(world.request(**over), "analyst")
+
+
 def test_a_member_refuses_every_other_job_and_says_why(world: World) -> None:
     w = world
     cases = {
@@ -177,6 +190,8 @@ def test_a_member_refuses_every_other_job_and_says_why(world: World) -> None:
         "no signed request": (w.spec({}), CheatingDetected, "no signed job request"),
         "3 parties said for 4": (w.spec(n_parties=4), CheatingDetected, "says n_parties 4"),
         "another k than signed": (w.spec(k=K + 1), CheatingDetected, "says k 3"),
+        "a choice of k nobody signed": (w.spec(candidates=[1, K]), CheatingDetected,
+                                        "says candidates"),
         "k not an integer": (w.spec(k="2"), CheatingDetected, "says k '2'"),
         "passive3 for a signed active3": (w.spec(security="passive3"), CheatingDetected,
                                           "says security 'passive3'"),

@@ -7,7 +7,7 @@ import pytest
 from conftest import opened, run_protocol
 
 from mpcnet.ops.convert import random_bits
-from mpcnet.ops.truncate import statistical_security, trunc, trunc_exact
+from mpcnet.ops.truncate import statistical_security, trunc, trunc_exact, trunc_floor
 
 F = 16
 
@@ -96,6 +96,20 @@ def test_trunc_exact_is_floor_for_every_word(scheme: str, f: int) -> None:
         return await s.open(await trunc_exact(s, x, f))
 
     np.testing.assert_array_equal(_signed(opened(run_protocol(scheme, {"x": x}, body))), x >> f)
+
+
+def test_trunc_floor_is_floor_for_every_word_and_shift(scheme: str) -> None:
+    rng = np.random.default_rng(5)
+    x = np.concatenate([[0, 1, -1, 2**63 - 1, -(2**63), 2**F, -(2**F), -(2**F) - 1],
+                        rng.integers(-(2**63), 2**63 - 1, 200, dtype=np.int64)]).astype(np.int64)
+    shifts = rng.integers(0, 63, x.shape)
+    shifts[:3] = [0, 62, 1]
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        return await s.open(await trunc_floor(s, x, shifts))
+
+    np.testing.assert_array_equal(_signed(opened(run_protocol(scheme, {"x": x}, body))),
+                                  x >> shifts)
 
 
 def test_truncation_rounds_do_not_grow_with_the_batch(scheme: str) -> None:

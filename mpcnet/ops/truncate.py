@@ -35,7 +35,10 @@ Two masks, chosen by ``k``:
   and local work for the n - f free bits (about 4 us per value and party for f = 16).
 
 ``trunc_exact`` is deterministic floor(x / 2^f) for every 64-bit x: A2B, then the bits f..63
-back to arithmetic (10 rounds for rep3).
+back to arithmetic (10 rounds for rep3). ``trunc_floor`` is the same floor by conversion (the
+adders of ``a2b``, an arithmetic shift, ``b2a_masked``): more rounds, about one word a value
+instead of 64 - f bits, and per-value shifts; what a computation that a plaintext reference
+must reproduce bit for bit uses (``mpcnet.train.reference``).
 """
 
 from __future__ import annotations
@@ -142,15 +145,18 @@ async def _trunc_perfect(s: Scheme, x: Shared, f: int | np.ndarray,
     return out.reshape(shape)
 
 
-async def _trunc_converted(s: Scheme, x: Shared, t: np.ndarray) -> Shared:
+async def _trunc_converted(s: Scheme, x: Shared, t: np.ndarray, rounding: bool = True
+                           ) -> Shared:
     """floor((x + u) / 2^t) for u uniform on [0, 2^t) (the stochastic rounding of the perfect
-    mask): x and u, a random binary word nobody knows cut to t bits, are added in binary (the
-    carry-save adders and the adder of ``a2b``), shifted there (an arithmetic shift is local)
-    and converted back by ``b2a_masked``. x + u < 2^63 since |x| < 2^62."""
+    mask), or floor(x / 2^t) without ``rounding``: x and u, a random binary word nobody knows
+    cut to t bits, are added in binary (the carry-save adders and the adder of ``a2b``),
+    shifted there (an arithmetic shift is local) and converted back by ``b2a_masked``.
+    x + u < 2^63 since |x| < 2^62; without u, any 64-bit x."""
     shape, count = x.shape, x.size
     tu = t.astype(U64)
-    low = local_map(s.random_binary((count,)), lambda d: d & ((U64(1) << tu) - U64(1)))
-    u, v = await reduce_components(s, await s.addends(x.reshape(count)) + [low])
+    low = [local_map(s.random_binary((count,)), lambda d: d & ((U64(1) << tu) - U64(1)))
+           ] if rounding else []
+    u, v = await reduce_components(s, await s.addends(x.reshape(count)) + low)
     word = await add_binary(s, u, v)
     # arithmetic shift: d >> t and the sign's copies in the top t bits (disjoint bits, so
     # XOR-linear in the components)
@@ -190,6 +196,13 @@ def _ring_sum(s: Scheme, parts: list[Shared]) -> Shared:
     for part in parts[1:]:
         total = s.add(total, part)
     return total
+
+
+async def trunc_floor(s: Scheme, x: Shared, f: int | np.ndarray) -> Shared:
+    """Deterministic floor(x / 2^f) of signed 64-bit x, ``f`` one shift or one per value in
+    [0, 62], by conversion (the module docstring): 18 rounds (19 under active3), whatever x
+    and the randomness, so a plaintext reference computes the same integers."""
+    return await _trunc_converted(s, x, _shifts(x, f), rounding=False)
 
 
 async def trunc_exact(s: Scheme, x: Shared, f: int) -> Shared:

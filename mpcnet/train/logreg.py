@@ -39,7 +39,13 @@ from mpcnet.ops.truncate import trunc
 from mpcnet.plain.logreg import DEFAULT_TRAINING, Training
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 from mpcnet.train.sigmoid import SLOPE_BITS, sigmoid
-from mpcnet.train.standardise import FEATURE_BITS, Standardised, row_tiles, standardise
+from mpcnet.train.standardise import (
+    FEATURE_BITS,
+    Standardised,
+    Truncation,
+    row_tiles,
+    standardise,
+)
 
 U64 = np.uint64
 WEIGHT_BITS = 12
@@ -151,7 +157,7 @@ async def train(s: Scheme, data: Shared, labels: Shared,
         y = s.mul_public(targets(s, labels), U64(1 << PROB_BITS))
         ones = s.public(np.full((m, 1), 1 << FEATURE_BITS, dtype=U64))
         rows = join([columns.features, ones], 1)  # [X~ 1], m x (k + 1)
-        weights = await _descend(s, rows, y, training, cut)
+        weights = await descend(s, rows, y, training, cut)
     return TrainedModel(weights, columns, cut.figures(m))
 
 
@@ -169,23 +175,31 @@ async def _gradient(s: Scheme, rows: Shared, y: Shared, weights: Shared,
     return total
 
 
-async def _descend(s: Scheme, rows: Shared, y: Shared, training: Training,
-                   cut: TrainingLayout) -> Shared:
+async def descend(s: Scheme, rows: Shared, y: Shared, training: Training,
+                  cut: TrainingLayout, truncation: Truncation = trunc,
+                  trained: np.ndarray | None = None) -> Shared:
+    """The weights ((k + 1) x C, WEIGHT_BITS) after ``training.epochs`` epochs of gradient
+    descent on the rows [X~ 1] (m x (k + 1)) and the targets ``y`` (m x C, PROB_BITS).
+    ``trained``, a public 0/1 (k + 1) x C array, keeps the weights where it is 0 at exactly 0
+    (their gradient is multiplied by it): several models on prefixes of the columns train as
+    one (``mpcnet.train.choose``). ``truncation`` as in ``standardise``."""
     m, width = rows.shape
     blocks = row_tiles(m, cut.block_rows)
     shape = (width, y.shape[1])
     weights = velocity = s.public(np.zeros(shape, dtype=U64))
     penalty = np.zeros(shape, dtype=U64)
     penalty[:-1] = round(training.l2 * 2**L2_BITS)
-    rate = U64(round(training.learning_rate * 2**STEP_BITS / m))
+    rate = np.full(shape, round(training.learning_rate * 2**STEP_BITS / m), dtype=U64)
+    if trained is not None:
+        rate *= np.asarray(trained, dtype=U64)
     keep = U64(round(training.momentum * 2**WEIGHT_BITS))
     shifts = np.repeat([KEPT_BITS + STEP_BITS - WEIGHT_BITS, WEIGHT_BITS], width * shape[1])
     for epoch in range(training.epochs):
-        gradient = await trunc(s, await _gradient(s, rows, y, weights, blocks),
-                               GRAD_BITS - KEPT_BITS)
+        gradient = await truncation(s, await _gradient(s, rows, y, weights, blocks),
+                                    GRAD_BITS - KEPT_BITS)
         gradient = s.add(gradient, s.mul_public(weights, penalty))
-        step, kept = split(await trunc(s, concat([s.mul_public(gradient, rate),
-                                                  s.mul_public(velocity, keep)]), shifts),
+        step, kept = split(await truncation(s, concat([s.mul_public(gradient, rate),
+                                                       s.mul_public(velocity, keep)]), shifts),
                            [shape, shape])
         velocity = s.sub(kept, step)
         weights = s.add(weights, velocity)

@@ -45,6 +45,7 @@ under passive3 and active4, by conversion under active3), the rest per column; a
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +74,8 @@ CONSTANT_BELOW = 4 << MEAN_BITS
 rounding of y alone gives up to 1/4 (its y is one of two neighbours) and the variance's
 truncation up to 2."""
 NEWTON_STEPS = 4
+Truncation = Callable[[Scheme, Shared, "int | np.ndarray"], Awaitable[Shared]]
+"""How the steps truncate: ``trunc`` or ``trunc_floor`` (``mpcnet.ops.truncate``)."""
 
 
 @dataclass
@@ -120,7 +123,7 @@ def _powers(s: Scheme, below: Shared, base: int) -> Shared:
                         U64(1))
 
 
-async def _inverse_sqrt(s: Scheme, var: Shared
+async def _inverse_sqrt(s: Scheme, var: Shared, cut: Truncation
                         ) -> tuple[Shared, Shared, Shared, Shared, Shared]:
     """For V (k values, MEAN_BITS fractional bits, V <= 2^52): [V < 1], 1/sqrt(V / 2^16)
     with FEATURE_INV_BITS and with RATIO_BITS, the mantissa sqrt(a) (INV_BITS bits), and j
@@ -135,19 +138,19 @@ async def _inverse_sqrt(s: Scheme, var: Shared
     j = s.add_public(s.neg(s.sum(below, 0)), U64(POWERS))
     scaled = await s.mul(var, _powers(s, below, 4))  # a 2^54, a = V 4^-j in [1, 4)
     start = s.add_public(s.neg(scaled), U64(round(START * 2**57)))  # (START - a/8) 2^57
-    a, r = split(await trunc(s, concat([scaled, start]),
+    a, r = split(await cut(s, concat([scaled, start]),
                              np.repeat([54 - INV_BITS, 57 - INV_BITS], k)), [(k,), (k,)])
     three = U64(3 << INV_BITS)
     for _ in range(NEWTON_STEPS):
-        square = await trunc(s, await s.mul(r, r), INV_BITS)
-        product = await trunc(s, await s.mul(a, square), INV_BITS)
-        r = await trunc(s, await s.mul(r, s.add_public(s.neg(product), three)), INV_BITS + 1)
+        square = await cut(s, await s.mul(r, r), INV_BITS)
+        product = await cut(s, await s.mul(a, square), INV_BITS)
+        r = await cut(s, await s.mul(r, s.add_public(s.neg(product), three)), INV_BITS + 1)
     # 1 / sqrt(V / 2^16) = 2^8 2^-j r = r 2^(27 - j) 2^(8 - 27), r with INV_BITS bits (the
     # product < 2^57 keeps all of r's precision); sqrt(a) = a r
     scaled_r, mantissa = split(await s.mul(concat([r, a]), concat([_powers(s, below, 2), r])),
                                [(k,), (k,)])
     shift = POWERS - 8 + INV_BITS
-    feature_inv, ratio_inv, mantissa = split(await trunc(
+    feature_inv, ratio_inv, mantissa = split(await cut(
         s, concat([scaled_r, scaled_r, mantissa]),
         np.repeat([shift - FEATURE_INV_BITS, shift - RATIO_BITS, INV_BITS], k)), [(k,)] * 3)
     return constant, feature_inv, ratio_inv, mantissa, j
@@ -164,41 +167,48 @@ def row_tiles(m: int, rows: int) -> list[slice]:
     return [slice(start, min(m, start + rows)) for start in range(0, m, rows)]
 
 
-async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None) -> Standardised:
+async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None,
+                      fit_rows: int | None = None, cut: Truncation = trunc) -> Standardised:
     """Standardise the columns of the m x k fixed-point integers z (the module docstring),
     ``tile_rows`` rows at a time in the steps that touch every value (bounded memory; the
-    statistics are sums over the tiles)."""
+    statistics are sums over the tiles). With ``fit_rows``, the mean and the variance are
+    those of the first ``fit_rows`` rows only (a training part; the normaliser is still every
+    row's, so the other rows' y stay within 2^18 too) and every row is standardised by them.
+    ``cut`` truncates: ``trunc`` (stochastic rounding) or ``trunc_floor`` (deterministic)."""
     m, k = z.shape
-    if not 2 <= m < MAX_ROWS:
-        raise RangeError(f"standardising needs 2 to {MAX_ROWS - 1} rows, not {m}")
-    tiles = row_tiles(m, tile_rows or m)
+    n = m if fit_rows is None else fit_rows
+    if not 2 <= n <= m < MAX_ROWS:
+        raise RangeError(f"standardising needs 2 to {MAX_ROWS - 1} rows, not {n} of {m}")
+    tiles = row_tiles(n, tile_rows or n) + [slice(t.start + n, t.stop + n)
+                                           for t in row_tiles(m - n, tile_rows or m)]
+    fitted = len(row_tiles(n, tile_rows or n))  # the first tiles hold the fitted rows
     length, scale = await normaliser(s, z, tiles)
     ys = []
     for t in tiles:
-        ys.append(await trunc(s, await s.mul(z[t], _down(scale, t.stop - t.start)),
-                              VALUE_BITS - NORMAL_BITS))
+        ys.append(await cut(s, await s.mul(z[t], _down(scale, t.stop - t.start)),
+                            VALUE_BITS - NORMAL_BITS))
         await _after_tile(s, tiles)
 
     # 2. mean with MEAN_BITS bits, the integer centre, variance with MEAN_BITS bits
-    total = _sum_all(s, [s.sum(y, 0) for y in ys])
-    mean = await trunc(s, s.mul_public(total, U64(round(2 ** (MEAN_BITS + 24) / m))), 24)
-    centre, coarse = split(await trunc(s, concat([mean, mean]),
+    total = _sum_all(s, [s.sum(y, 0) for y in ys[:fitted]])
+    mean = await cut(s, s.mul_public(total, U64(round(2 ** (MEAN_BITS + 24) / n))), 24)
+    centre, coarse = split(await cut(s, concat([mean, mean]),
                                        np.repeat([MEAN_BITS, MEAN_BITS - CENTRED_BITS], k)),
                            [(k,), (k,)])
     offset = s.sub(mean, s.mul_public(centre, U64(1 << MEAN_BITS)))  # mu - c, |.| < 2^17
     sums = []
-    for y in ys:
+    for y in ys[:fitted]:
         d = s.sub(y, _down(centre, y.shape[0]))
         sums.append(s.sum(await s.mul(d, d), 0))
         await _after_tile(s, tiles)
-    c = max(0, math.ceil(math.log2(m)))  # an error of at most 2 units of y^2
-    spread, offset_sq = split(await trunc(
+    c = max(0, math.ceil(math.log2(n)))  # an error of at most 2 units of y^2
+    spread, offset_sq = split(await cut(
         s, concat([_sum_all(s, sums), await s.mul(offset, offset)]),
         np.repeat([c, MEAN_BITS], k)), [(k,), (k,)])
-    var = s.sub(s.mul_public(spread, U64(round(2 ** (c + MEAN_BITS) / m))), offset_sq)
+    var = s.sub(s.mul_public(spread, U64(round(2 ** (c + MEAN_BITS) / n))), offset_sq)
 
     # 3. 1 / sqrt(V); 4. the features and the model's column figures
-    constant, feature_inv, ratio_inv, mantissa, j = await _inverse_sqrt(s, var)
+    constant, feature_inv, ratio_inv, mantissa, j = await _inverse_sqrt(s, var, cut)
     varies = s.add_public(s.neg(constant), U64(1))
     feature_inv, ratio_inv, mantissa = split(await s.mul(
         concat([feature_inv, ratio_inv, mantissa]), concat([varies, varies, varies])),
@@ -206,14 +216,14 @@ async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None) -> Sta
     mantissa = s.add(mantissa, s.mul_public(constant, U64(1 << INV_BITS)))
     whole, part = split(await s.mul(concat([centre, offset]), concat([ratio_inv, ratio_inv])),
                         [(k,), (k,)])
-    ratio = s.add(whole, await trunc(s, part, MEAN_BITS))  # (c + (mu - c)) / sqrt(V)
+    ratio = s.add(whole, await cut(s, part, MEAN_BITS))  # (c + (mu - c)) / sqrt(V)
     # x~ = (y - mu) / sqrt(V): (y - mu) 2^10 < 2^29 times 1 / sqrt(V) 2^40, |x~| < 2^12
     features = []
     for y in ys:
         rows = y.shape[0]
         centred = s.sub(s.mul_public(y, U64(1 << CENTRED_BITS)), _down(coarse, rows))
-        features.append(await trunc(s, await s.mul(centred, _down(feature_inv, rows)),
-                                    CENTRED_BITS + FEATURE_INV_BITS - FEATURE_BITS))
+        features.append(await cut(s, await s.mul(centred, _down(feature_inv, rows)),
+                                  CENTRED_BITS + FEATURE_INV_BITS - FEATURE_BITS))
         await _after_tile(s, tiles)
     del ys
     return Standardised(join(features, 0), ratio, mantissa, s.add(j, length), constant)
