@@ -11,6 +11,7 @@ every staged part; a failure between commits withdraws the ones made.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from mpcnet.client.connection import Connections, ServerSession, default_securit
 from mpcnet.client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
 from mpcnet.errors import InputError, MPCError, PeerError
-from mpcnet.schemes.registry import sharing_of
+from mpcnet.parties.statements import contribution_parts
+from mpcnet.schemes.registry import held, holders, sharing_of
+from mpcnet.signing import SALT_BYTES, ComponentHash, Signed
 
 SHARE_BLOCK_BYTES = 16 << 20
 """Plaintext bytes per block of rows shared and sent at once (each server's part is a few
@@ -193,19 +196,30 @@ class Sharing(Connections):
         commit it, first on the coordinator; undo everything if any of it fails. Returns the
         bytes of shares each server received."""
         sent = 0
-        async def describe(s: ServerSession) -> set[str]:
-            return set((await s.request("upload", meta=meta)).get("send", []))
+        n = len(sessions)
+        parts = contribution_parts(meta)
+        salts = {part: [secrets.token_bytes(SALT_BYTES) for _ in range(n)] for part in parts}
+        hashes = {part: [ComponentHash(salt, shape) for salt in salts[part]]
+                  for part, shape in parts.items()}
+
+        async def describe(party: int, s: ServerSession) -> set[str]:
+            mine = {part: {str(c): salts[part][c].hex() for c in held(n, party)}
+                    for part in parts}
+            return set((await s.request("upload", meta=meta, salts=mine)).get("send", []))
 
         async def stream() -> None:
             expected = {"data"} | ({"labels"} if meta.get("label") is not None else set()) \
                 | ({"ids"} if meta["layout"] == "keyed" else set())
-            for s, wanted in zip(sessions, await asyncio.gather(*map(describe, sessions)),
-                                 strict=True):
+            wants = await asyncio.gather(*(describe(p, s) for p, s in enumerate(sessions)))
+            for s, wanted in zip(sessions, wants, strict=True):
                 if wanted != expected:
                     raise InputError(f"{s.name} expects the arrays {sorted(wanted)}")
             nonlocal sent
             for name, start, shares in blocks:
                 sent += shares[0].nbytes
+                for c, h in enumerate(hashes[name]):
+                    holder = holders(n, c)[0]
+                    h.update(shares[holder][held(n, holder).index(c)])
                 for party, s in enumerate(sessions):
                     try:
                         await s.send_block(name, shares[party], start)
@@ -222,11 +236,21 @@ class Sharing(Connections):
         except BaseException:
             await self._quietly(sessions, "abort", id=meta["id"])
             raise
+        # what every server holds, signed with this owner's own key: a server that loses its
+        # disk checks the components its peers give back against it (parties.rebuild)
+        cert, key = self.dep.identity(self.identity)
+        statement = {"kind": "contribution", "meta": meta,
+                     "components": {part: {"shape": list(shape),
+                                           "digests": {str(c): h.hexdigest()
+                                                       for c, h in enumerate(hashes[part])}}
+                                    for part, shape in parts.items()}}
+        signed = Signed.sign(self.identity, statement, key, cert).to_wire()
         committed: list[ServerSession] = []
         try:
-            first = await sessions[0].request("commit", id=meta["id"])
+            first = await sessions[0].request("commit", id=meta["id"], signed=signed)
             committed.append(sessions[0])
-            rest = await asyncio.gather(*(s.request("commit", id=meta["id"], seq=first["seq"])
+            rest = await asyncio.gather(*(s.request("commit", id=meta["id"], seq=first["seq"],
+                                                    signed=signed)
                                           for s in sessions[1:]), return_exceptions=True)
             for s, r in zip(sessions[1:], rest, strict=True):
                 if not isinstance(r, BaseException):

@@ -31,6 +31,8 @@ OPERATIONS: dict[str, tuple[frozenset[str], str]] = {
     "jobs": (frozenset({"analyst"}), "jobs"),
     "results": (frozenset({"analyst", "model-owner"}), "results"),
     "fetch": (frozenset({"analyst", "model-owner"}), "fetch"),
+    "inventory": (frozenset({"server"}), "mpc-party --rebuild"),
+    "component": (frozenset({"server"}), "mpc-party --rebuild"),
 }
 
 
@@ -41,7 +43,8 @@ def check_operation(name: str, role: str, op: Any) -> str:
         raise InputError(f"unknown request {op!r}")
     roles, command = OPERATIONS[op]
     if role not in roles:
-        raise AccessDenied(f"{name} (role {role}) may not use `mpc-client {command}` "
+        command = command if command.startswith("mpc-") else f"mpc-client {command}"
+        raise AccessDenied(f"{name} (role {role}) may not use `{command}` "
                            f"(operation {op}); it needs the role {' or '.join(sorted(roles))}")
     return op
 
@@ -61,9 +64,10 @@ def check_schema_reader(dep: Deployment, name: str, role: str, dataset: str) -> 
                            "read its schema")
 
 
-SERVER_ONLY = ("files", "class_names", "label_name")
-"""Manifest keys a client never receives: the files, and what a training job needs that the
-data owners may not release (the class names, the label's name)."""
+SERVER_ONLY = ("files", "class_names", "label_name", "statements")
+"""Manifest keys a client never receives: the files, what a training job needs that the
+data owners may not release (the class names, the label's name), and the servers' signed
+statements of their components (kept for a rebuild, ``parties.rebuild``)."""
 SERVER_ONLY_PARTS = ("training_labels",)
 """Share arrays that never leave the servers: the one-hot labels a training job reads."""
 

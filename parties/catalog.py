@@ -327,6 +327,9 @@ def digest(manifest: Manifest) -> str:
               "contributions": [{k: c.get(k) for k in ("id", "owner", "seq", "rows", "columns",
                                                        "label", "security", "release",
                                                        "value_bits")}
+                                # the owner's signature of its statement (parties.statements):
+                                # one statement for every server, or they disagree
+                                | {"signature": (c.get("signed") or {}).get("signature")}
                                 for c in manifest["contributions"]]}
     return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()
 

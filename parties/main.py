@@ -10,6 +10,8 @@ SIGTERM. On SIGHUP it re-reads its deployment file and applies it without a rest
 the server that holds NAME's data folder and prints what changed, or why the file was refused
 (exit 2; the server then runs on as before). Exit status 2 on a configuration, key or storage
 problem (the one-line reason is printed).
+``--rebuild`` instead fills the server's empty data folder from its peers after its disk was
+lost, and exits (``parties.rebuild``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mpcnet import __version__, config
-from mpcnet.errors import ConfigError, MPCError
+from mpcnet.errors import ConfigError, MPCError, PeerError
 from mpcnet.net.tls import run
 from mpcnet.parties.heap import keep_freed_memory
 from mpcnet.parties.logs import FORMATS, event, setup_logging
@@ -94,6 +96,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reload", action="store_true",
                    help="make the running server NAME re-read and apply its deployment file, "
                    "and print what changed (default: run the server)")
+    p.add_argument("--rebuild", action="store_true",
+                   help="fill this server's empty data folder from its peers (after its disk "
+                   "was lost), then exit: 0 if everything was rebuilt, 3 if something was "
+                   "not (a peer down, or without it), 4 if a peer sent a wrong component or "
+                   "manifest (default: serve)")
     return p
 
 
@@ -129,6 +136,27 @@ def ask_reload(dep: config.Deployment, name: str, wait: float = 30.0) -> dict[st
                       "see its log")
 
 
+async def rebuild(dep: config.Deployment, name: str) -> int:
+    """``--rebuild``: take back from the peers what this server held; the exit status."""
+    from mpcnet.parties.rebuild import Rebuild
+    from mpcnet.parties.storage import Storage
+
+    storage = Storage(dep.server(name).data_dir)
+    storage.open()
+    try:
+        summary = await Rebuild(dep, name, storage).run()
+    except PeerError as exc:
+        print(f"mpc-party {name}: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        storage.close()
+    for line in summary.lines():
+        print(f"mpc-party {name}: {line}")
+    if summary.cheated:
+        return 4
+    return 3 if summary.refused else 0
+
+
 def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyServer) -> int:
     """``mpc-party``; ``server_class`` is what runs (tests pass a cheating one)."""
     args = parser().parse_args(argv)
@@ -141,6 +169,8 @@ def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyS
             return 0
         setup_logging(args.name, args.log_level or dep.log_level, args.log_format)
         os.umask(0o077)  # whatever this process creates is for its own user only (shares)
+        if args.rebuild:
+            return run(rebuild(dep, args.name))
         keep_freed_memory()  # a job's large arrays are reused, not faulted in afresh
         metrics = (None if args.metrics_port is None
                    else Metrics(args.metrics_port, args.metrics_bind))

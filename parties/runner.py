@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from mpcnet.featsel.source import ShareSource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel
-from mpcnet.parties import catalog
+from mpcnet.parties import catalog, statements
 from mpcnet.parties.heap import release_freed_memory
 from mpcnet.parties.jobs import Job
 from mpcnet.parties.logs import event
@@ -38,10 +39,13 @@ from mpcnet.parties.storage import Storage
 from mpcnet.plain.logreg import Training
 from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme, Shared
+from mpcnet.schemes.registry import held
+from mpcnet.signing import Signed
 
 log = logging.getLogger("mpcnet.party")
 Shares = tuple[ShareSource, np.ndarray | None]
 IDLE_RELEASE_S = 30.0  # seconds after a job before the freed heap is handed back, if idle
+MAX_STATEMENT = 1 << 16  # bytes of a server's signed statement of a result (a few kB)
 
 
 def _setting(security: str) -> type[Scheme]:
@@ -72,6 +76,16 @@ async def agreed_budget(engine: RoundEngine, mine: int) -> int:
         raise CheatingDetected("memory budget", "the servers took different memory budgets: "
                                                 "one of them sent different ones to the others")
     return agreed
+
+
+def _salts(scheme: Scheme, parts: list[str]) -> dict[str, list[tuple[int, bytes]]]:
+    """A 32-byte salt per component of every array of a result, known to the component's
+    holders only: a random replicated sharing (no communication), whose component c each of
+    its holders derives from their common key (Araki et al. 2016; Fantastic Four, section 3)."""
+    words = scheme.random_binary((len(parts), 4)).data  # (slot, part, 4 words)
+    comps = held(scheme.n_parties, scheme.party)
+    return {part: [(c, words[slot, i].tobytes()) for slot, c in enumerate(comps)]
+            for i, part in enumerate(parts)}
 
 
 @dataclass(frozen=True)
@@ -120,11 +134,12 @@ class JobRunner:
         try:
             compute = self._train if job.kind == "train" else self._select
             scheme, outputs, manifest, plan = await compute(job, engine, closing)
-            staged, files = self.storage.stage_result(
-                {name: await scheme.output(x) for name, x in outputs.items()})
-            with engine.phase("commit"):
-                await engine.broadcast(np.ones(1, dtype=np.uint8))  # all staged: commit
-            self.storage.commit_result(dict(manifest, files=files), staged)
+            arrays = {name: await scheme.output(x) for name, x in outputs.items()}
+            staged, files = self.storage.stage_result(arrays, _salts(scheme, sorted(arrays)))
+            manifest = dict(manifest, files=files)
+            with engine.phase("commit"):  # all staged: the signed statements, then commit
+                signed = await self._statements(engine, job, manifest, arrays)
+            self.storage.commit_result(dict(manifest, statements=signed), staged)
             staged = None
             figures = dict(engine.report(), seconds=round(time.perf_counter() - start, 4),
                            plan=plan, wire=self._wire(channel))
@@ -151,6 +166,36 @@ class JobRunner:
             self.engines.pop(job.id, None)
             await channel.close()
             asyncio.get_running_loop().call_later(IDLE_RELEASE_S, self._release_if_idle)
+
+    async def _statements(self, engine: RoundEngine, job: Job, manifest: dict[str, Any],
+                          arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Every server's signed statement of the result (``parties.statements``): this
+        server signs its components' digests and sends the statement to its peers in one
+        round, checks theirs (their signatures, the same result, job and manifest, and the
+        digests of the components it holds too) and keeps them all, so that a server that
+        loses its disk can take its components back and check them (``parties.rebuild``)."""
+        n = job.n_parties
+        shapes = {part: tuple(a.shape[1:]) for part, a in arrays.items()}
+        mine = statements.result_statement(manifest, manifest["files"], shapes)
+        server = self.dep.server(self.name)
+        signed = Signed.sign(self.name, mine, server.key, server.cert).to_wire()
+        payload = np.frombuffer(json.dumps(signed).encode(), dtype=np.uint8)
+        got = await engine.broadcast(payload)
+        out = {self.name: signed}
+        for peer, data in got.items():
+            name = self.dep.servers[peer].name
+            try:
+                if data.dtype != np.uint8 or data.ndim != 1 or data.size > MAX_STATEMENT:
+                    raise ValueError(f"a {data.dtype} message of shape {data.shape}")
+                theirs = Signed.from_wire(json.loads(data.tobytes()))
+                fields = theirs.verify(self.dep, name)
+            except (ValueError, MPCError) as exc:
+                raise CheatingDetected("result statement", f"{name} sent no valid signed "
+                                                           f"statement of the result: {exc}"
+                                       ) from None
+            statements.check_result_statement(fields, mine, name, n, peer)
+            out[name] = theirs.to_wire()
+        return out
 
     async def _setup(self, job: Job, engine: RoundEngine) -> tuple[Scheme, int]:
         """The job's scheme and the memory budget its servers agreed on."""

@@ -67,6 +67,7 @@ class PartyServer:
     """The server called ``name`` in deployment ``dep``, running jobs on ``runtime``."""
 
     MAX_CONNECTIONS = 512  # beyond this, new connections are dropped at once (floods)
+    session_class = ClientSession  # what answers a client (tests pass one that misbehaves)
 
     def __init__(self, dep: Deployment, name: str, runtime: Runtime | None = None) -> None:
         self.dep, self.name = dep, name
@@ -356,7 +357,7 @@ class PartyServer:
         conn.set_label(f"client {name} ({conn.address})")
         conn.send(*wire.encode(wire.Ok({"server": self.name, "party": self.party,
                                         "version": __version__, "role": role})))
-        session = ClientSession(self, conn, name, role, fingerprint(cert))
+        session = self.session_class(self, conn, name, role, fingerprint(cert))
         self._sessions.add(session)
         try:
             await session.serve()

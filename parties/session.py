@@ -23,9 +23,10 @@ from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError, StorageError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
-from mpcnet.parties import access, catalog
+from mpcnet.parties import access, catalog, inventory
 from mpcnet.parties.logs import event
 from mpcnet.parties.uploads import Upload, withdraw
+from mpcnet.signing import Signed
 
 if TYPE_CHECKING:
     from mpcnet.parties.server import PartyServer
@@ -149,12 +150,30 @@ class ClientSession:
                 await asyncio.wait_for(self.s.ended(job.id).wait(), min(float(wait), 30.0))
         return {"job": self.s.view(job)}
 
+    # -- a peer rebuilding its data folder ----------------------------------------------------
+    async def op_inventory(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What this server holds with the server calling (``parties.inventory``)."""
+        log.info("%s asks what it held here (rebuilding its data folder)", self.name)
+        return inventory.inventory(self.s.storage, self.s.dep, self.name)
+
+    async def op_component(self, args: dict[str, Any]) -> None:
+        """One component the calling server held, its salt and shape, then its blocks."""
+        head, blocks = await asyncio.to_thread(inventory.component, self.s.storage, self.s.dep,
+                                               self.s.party, self.name, args)
+        try:
+            self.send(wire.Ok(head))
+            while (block := await asyncio.to_thread(next, blocks, None)) is not None:
+                self.send(wire.NamedArray(str(args.get("part"))), block)
+                await self.conn.drain()
+        finally:
+            blocks.close()  # the share file too, if the peer went away
+
     # -- uploads ----------------------------------------------------------------------------
     async def op_upload(self, args: dict[str, Any]) -> None:
         """Stage one contribution: check its description, then receive and store the share
         arrays in the staging folder (nothing is visible until ``commit``)."""
         up = Upload.describe(self.s.storage, self.s.dep, self.s.party, self.name,
-                             args.get("meta"))
+                             args.get("meta"), args.get("salts"))
         if up.id in self.uploads:
             up.abort()
             raise InputError("upload needs a fresh id")
@@ -192,8 +211,10 @@ class ClientSession:
         up = self.uploads.get(str(args.get("id")))
         if up is None:
             raise InputError(f"no staged upload {args.get('id')!r} in this session")
+        signed = Signed.from_wire(args.get("signed"))
+        signed.verify(self.s.dep, self.name)  # the owner's own key signed it
         try:
-            done = up.commit(self.s.dep, self.s.is_coordinator, args.get("seq"))
+            done = up.commit(self.s.dep, self.s.is_coordinator, args.get("seq"), signed)
         finally:
             if up.state != "staged":  # committed, or aborted: its permission was removed
                 del self.uploads[up.id]

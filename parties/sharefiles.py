@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mpcnet.errors import StorageError
+from mpcnet.signing import ComponentHash
 
 READ_BYTES = 32 << 20  # rows are read in pieces of about this size
 
@@ -72,17 +73,19 @@ class ShareFile:
     def rows(self) -> int:
         return self.shape[-2]
 
-    def read_rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows start..stop-1 (every leading index, every column)."""
+    def read_rows(self, start: int, stop: int, slot: int | None = None) -> np.ndarray:
+        """Rows start..stop-1 (every leading index, or the one flat leading index ``slot``:
+        one component; every column)."""
         lead, (m, p) = self.shape[:-2], self.shape[-2:]
-        out = np.empty(lead + (stop - start, p), dtype=np.uint64)
+        out = np.empty((lead if slot is None else ()) + (stop - start, p), dtype=np.uint64)
         flat = out.reshape(-1, stop - start, p)
-        for i in range(flat.shape[0]):
+        slots = range(flat.shape[0]) if slot is None else [slot]
+        for i, s in enumerate(slots):
             view = memoryview(flat[i]).cast("B")
             done = 0
             while done < view.nbytes:
                 got = os.preadv(self.fd, [view[done:]],
-                                self.offset + (i * m + start) * p * 8 + done)
+                                self.offset + (s * m + start) * p * 8 + done)
                 if got == 0:
                     raise StorageError(f"{self.path} is shorter than its header says; "
                                        "restore it from a backup")
@@ -153,30 +156,58 @@ class ShareFileWriter:
             np.lib.format.write_array_header_1_0(f, header)
             self.offset = f.tell()
             f.truncate(self.offset + 8 * int(np.prod(shape, dtype=np.int64)))
-        self.filled = np.zeros(shape[-2], dtype=bool)
+        self.slots = int(np.prod(shape[:-2], dtype=np.int64))
+        self.filled = np.zeros((self.slots, shape[-2]), dtype=bool)
 
     @property
     def complete(self) -> bool:
         return bool(self.filled.all())
 
-    def write_rows(self, start: int, block: np.ndarray) -> None:
-        """Rows start..start+len-1 of every leading index, from ``block`` (lead, rows, p)."""
+    def write_rows(self, start: int, block: np.ndarray, slot: int | None = None) -> None:
+        """Rows start..start+len-1 of every leading index, from ``block`` (lead, rows, p), or
+        of the one flat leading index ``slot`` (one component) from ``block`` (rows, p)."""
         lead, (m, p) = self.shape[:-2], self.shape[-2:]
         stop = start + block.shape[-2]
-        if block.shape != lead + (block.shape[-2], p) or not 0 <= start < stop <= m \
-                or self.filled[start:stop].any():
+        slots = range(self.slots) if slot is None else range(slot, slot + 1)
+        want = (lead if slot is None else ()) + (block.shape[-2], p)
+        if block.shape != want or not 0 <= start < stop <= m or not 0 <= slots[0] < \
+                self.slots or self.filled[slots.start:slots.stop, start:stop].any():
             raise ValueError(f"rows {start}..{stop - 1} do not fit the {self.shape} share "
                              "file or arrived twice")
         flat = np.ascontiguousarray(block).reshape(-1, stop - start, p)
         with open(self.path, "r+b") as f:
-            for i in range(flat.shape[0]):
-                f.seek(self.offset + (i * m + start) * p * 8)
+            for i, s in enumerate(slots):
+                f.seek(self.offset + (s * m + start) * p * 8)
                 f.write(memoryview(flat[i]).cast("B"))
             f.flush()
             os.fsync(f.fileno())
-        self.filled[start:stop] = True
+        self.filled[slots.start:slots.stop, start:stop] = True
 
-    def entry(self) -> dict[str, Any]:
-        """The file entry of a complete file (name, sha256, bytes)."""
-        return {"file": self.path.name, "sha256": sha256_of(self.path),
-                "bytes": self.path.stat().st_size}
+    def entry(self, salts: Sequence[tuple[int, bytes]] = ()) -> dict[str, Any]:
+        """The file entry of a complete file (name, sha256, bytes) and, given the salt of the
+        component in each slot (``(component, salt)`` in slot order), every component's
+        salted digest (``mpcnet.signing``): one read of the file."""
+        if salts and len(salts) != self.slots:
+            raise ValueError(f"{len(salts)} salts for {self.slots} components")
+        whole = hashlib.sha256()
+        hashes = [ComponentHash(salt, self.shape[-2:]) for _, salt in salts]
+        size = 8 * int(np.prod(self.shape[-2:], dtype=np.int64))
+        with open(self.path, "rb") as f:
+            whole.update(f.read(self.offset))
+            for slot in range(self.slots):
+                left = size
+                while left:
+                    chunk = f.read(min(READ_BYTES, left))
+                    if not chunk:
+                        raise StorageError(f"{self.path} is shorter than its shape")
+                    whole.update(chunk)
+                    if hashes:
+                        hashes[slot].update(np.frombuffer(chunk, dtype=np.uint64))
+                    left -= len(chunk)
+            whole.update(f.read())
+        out: dict[str, Any] = {"file": self.path.name, "sha256": whole.hexdigest(),
+                               "bytes": self.path.stat().st_size}
+        if salts:
+            out["components"] = {str(c): {"salt": salt.hex(), "digest": h.hexdigest()}
+                                 for (c, salt), h in zip(salts, hashes, strict=True)}
+        return out

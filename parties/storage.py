@@ -33,6 +33,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ import numpy as np
 from mpcnet.config import NAME_RE
 from mpcnet.errors import StorageError
 from mpcnet.parties.sharefiles import ShareFile, StoredShares
+from mpcnet.signing import component_digest
 
 log = logging.getLogger("mpcnet.storage")
 
@@ -100,14 +102,22 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
-    """Write ``array`` as .npy with fsync; return its file entry (name, sha256, bytes)."""
+def write_array(path: Path, array: np.ndarray, salts: Sequence[tuple[int, bytes]] = ()
+                ) -> dict[str, Any]:
+    """Write ``array`` as .npy with fsync; return its file entry (name, sha256, bytes) and,
+    given the salt of the component in each slot (``(component, salt)`` for ``array[slot]``),
+    every component's salted digest (``mpcnet.signing``)."""
     with _create(path, "wb") as f:
         w = _HashingWriter(f)
         np.lib.format.write_array(w, np.ascontiguousarray(array), allow_pickle=False)  # type: ignore[arg-type]
         f.flush()
         os.fsync(f.fileno())
-    return {"file": path.name, "sha256": w.h.hexdigest(), "bytes": w.n}
+    entry: dict[str, Any] = {"file": path.name, "sha256": w.h.hexdigest(), "bytes": w.n}
+    if salts:
+        entry["components"] = {str(c): {"salt": salt.hex(),
+                                        "digest": component_digest(salt, array[slot])}
+                               for slot, (c, salt) in enumerate(salts)}
+    return entry
 
 
 def running_pid(root: Path) -> int | None:
@@ -393,6 +403,11 @@ class Storage:
         others have."""
         return [self._results[key] for key in sorted(self._readers.get(reader, ()))]
 
+    def all_results(self) -> list[dict[str, Any]]:
+        """The manifests of every stored result and model (for a peer rebuilding its data
+        folder, ``parties.inventory``)."""
+        return [self._results[key] for key in sorted(self._results)]
+
     def _index(self, manifest: dict[str, Any]) -> None:
         """Remember a result under its analyst and every analyst it is shared with."""
         key = (manifest.get("owner"), manifest.get("name"))
@@ -405,9 +420,14 @@ class Storage:
         self._result_folder(owner, name)  # refuses a name that is no plain name
         return self._results.get((owner, name))
 
-    def stage_result(self, arrays: dict[str, np.ndarray]) -> tuple[Path, dict[str, Any]]:
+    def stage_result(self, arrays: dict[str, np.ndarray],
+                     salts: dict[str, list[tuple[int, bytes]]] | None = None
+                     ) -> tuple[Path, dict[str, Any]]:
+        """The result's arrays written to a fresh staging folder (``salts``: per array, the
+        salt of the component in each slot, for their digests); their file entries."""
         staged = self.stage("result")
-        files = {k: write_array(staged / f"{k}.npy", v) for k, v in arrays.items()}
+        files = {k: write_array(staged / f"{k}.npy", v, (salts or {}).get(k, ()))
+                 for k, v in arrays.items()}
         return staged, files
 
     def commit_result(self, manifest: dict[str, Any], staged: Path) -> None:

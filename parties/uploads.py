@@ -24,8 +24,10 @@ from mpcnet.errors import AccessDenied, ConfigError, InputError
 from mpcnet.parties import catalog
 from mpcnet.parties.access import check_contributor
 from mpcnet.parties.sharefiles import ShareFileWriter
+from mpcnet.parties.statements import check_contribution, held_digests
 from mpcnet.parties.storage import FILE_MODE, Storage
-from mpcnet.schemes.registry import for_sharing
+from mpcnet.schemes.registry import for_sharing, held
+from mpcnet.signing import Signed, salt_of
 
 FREE_MARGIN = 256 << 20
 """Disk space an upload must leave free (for jobs' results and records)."""
@@ -35,8 +37,11 @@ class Upload:
     """One contribution being uploaded by ``owner`` to the server ``party``."""
 
     def __init__(self, storage: Storage, meta: dict[str, Any], owner: str,
-                 expect: dict[str, tuple[int, ...]], entry: dict[str, Any], need: int) -> None:
+                 expect: dict[str, tuple[int, ...]], entry: dict[str, Any], need: int,
+                 salts: dict[str, list[tuple[int, bytes]]]) -> None:
         self.storage, self.meta, self.owner = storage, meta, owner
+        self.n_parties = for_sharing(str(meta["sharing"])).n_parties
+        self.salts = salts  # part -> (component, salt) in the order of this server's slots
         self.need = need  # bytes reserved on the server's disk until it ends
         storage.reserved += need
         self.expect = expect  # part name -> the shape of this server's share array
@@ -56,9 +61,10 @@ class Upload:
 
     @classmethod
     def describe(cls, storage: Storage, dep: Deployment, party: int, owner: str,
-                 meta: Any) -> Upload:
+                 meta: Any, salts: Any) -> Upload:
         """Check the description of an upload against the dataset it joins (before any
-        array is sent) and open its staging folder."""
+        array is sent) and open its staging folder. ``salts`` (part -> component -> hex)
+        are the owner's salts of this server's components (``mpcnet.signing``)."""
         if not isinstance(meta, dict):
             raise InputError("upload without a description")
         dataset = check_name("dataset", str(meta.get("dataset", "")))
@@ -83,13 +89,21 @@ class Upload:
             expect["labels"] = lead + (meta["rows"], len(meta["classes"]))
         if meta["layout"] == "keyed":  # the hashes of the record IDs (mpcnet.recordids)
             expect["ids"] = lead + (meta["rows"], 2)
+        mine = held(info.n_parties, party)
+        if not isinstance(salts, dict) or set(salts) != set(expect) or not all(
+                isinstance(salts[part], dict) and set(salts[part]) == {str(c) for c in mine}
+                for part in expect):
+            raise InputError(f"upload: the salts of components {list(mine)} of "
+                             f"{sorted(expect)} are missing (an older client?)")
+        slot_salts = {part: [(c, salt_of(salts[part][str(c)])) for c in mine]
+                      for part in expect}
         need = sum(8 * int(np.prod(shape, dtype=np.int64)) for shape in expect.values())
         free = shutil.disk_usage(storage.root).free - storage.reserved
         if need + FREE_MARGIN > free:
             raise InputError(f"upload: its shares need {need / 2**20:,.0f} MiB on this server, "
                              f"which has {max(free, 0) / 2**20:,.0f} MiB free for uploads now; "
                              "try again later, or ask its operator")
-        return cls(storage, meta, owner, expect, entry, need)
+        return cls(storage, meta, owner, expect, entry, need, slot_salts)
 
     def _release(self) -> None:
         self.storage.reserved -= self.need
@@ -116,7 +130,7 @@ class Upload:
         except ValueError as exc:
             raise InputError(f"upload: {part}: {exc}") from None
         if writer.complete:
-            self.files[part] = writer.entry()
+            self.files[part] = writer.entry(self.salts[part])
         if len(self.files) == len(self.expect):
             self.state = "staged"
 
@@ -125,11 +139,14 @@ class Upload:
         owner contribute to its dataset."""
         return dep.is_client(self.owner) and dep.client(self.owner).may_upload(self.dataset)
 
-    def commit(self, dep: Deployment, is_coordinator: bool, seq: Any) -> dict[str, Any]:
+    def commit(self, dep: Deployment, is_coordinator: bool, seq: Any, signed: Signed
+               ) -> dict[str, Any]:
         """Make the staged contribution part of its dataset: numbered here on the coordinator,
         with the coordinator's number ``seq`` on a member. The owner's permission is checked
         again against ``dep``, the file as it is now: a reload may have removed it since the
-        upload was described (then the upload is aborted)."""
+        upload was described (then the upload is aborted). ``signed`` is the owner's statement
+        of every server's components, its signature verified (``mpcnet.signing``): it must
+        describe this upload and the components received here, and is kept with them."""
         if self.state != "staged":
             raise InputError(f"upload {self.id} is not staged; send every array first")
         try:
@@ -137,13 +154,18 @@ class Upload:
         except AccessDenied:
             self.abort()
             raise
+        if signed.signer != self.owner:
+            raise InputError(f"upload {self.id} is {self.owner}'s; {signed.signer} signed it")
+        check_contribution(signed.statement, self.meta, self.n_parties,
+                           held_digests(self.files))
         manifest = self.storage.dataset(self.dataset)
         existing = manifest["contributions"] if manifest else []
         if is_coordinator:
             seq = 1 + max((c.get("seq", 0) for c in existing), default=0)
         elif not isinstance(seq, int) or isinstance(seq, bool):
             raise InputError("commit on a member server needs the coordinator's sequence number")
-        entry = dict(self.entry, seq=seq, files=self.files, stored=time.time())
+        entry = dict(self.entry, seq=seq, files=self.files, stored=time.time(),
+                     signed=signed.to_wire())
         new = catalog.assemble(self.dataset, self.meta["layout"], str(self.meta["sharing"]),
                                [*existing, entry],
                                (manifest["layout"], manifest["sharing"]) if manifest else None)

@@ -172,3 +172,13 @@ def test_contributions_and_datasets_are_bounded_in_size() -> None:
             catalog.entry(meta("1", rows=rows, cols=tuple(f"c{j}" for j in range(cols))), "a")
     with pytest.raises(InputError, match="a dataset may have fewer than"):
         build((meta("1", rows=(1 << 23)), "a", 1), (meta("2", rows=(1 << 23)), "b", 2))
+
+
+def test_servers_agree_on_a_dataset_only_with_one_owner_statement() -> None:
+    """An owner who signed a different statement for each server (to have a rebuild blame
+    an honest server) makes the servers' digests differ: the next job refuses it."""
+    man = build((meta("1"), "a", 1))
+    signed = [dict(man, contributions=[dict(man["contributions"][0],
+                                            signed={"signature": sig})])
+              for sig in ("00", "01")]
+    assert catalog.digest(signed[0]) != catalog.digest(signed[1])

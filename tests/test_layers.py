@@ -14,6 +14,7 @@ LAYERS = {
     "mpcnet.dataset": 1, "mpcnet.encoded": 1, "mpcnet.plain": 1, "mpcnet.recordids": 1,
     "mpcnet.config": 2, "mpcnet.identity": 2, "mpcnet.pins": 2, "mpcnet.jobrequest": 2,
     "mpcnet.net": 2,
+    "mpcnet.signing": 2,
     "mpcnet.schemes": 3,
     "mpcnet.ops": 4,
     "mpcnet.featsel": 5, "mpcnet.train": 5,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from signed_uploads import salts, statement
 
 from mpcnet import config
 from mpcnet.certs.pki import local_deployment
@@ -70,10 +71,12 @@ def _share_dataset(storage: Storage, dep: Deployment, party: int, dataset: str =
         columns=[f"c{i}" for i in range(COLS)], exponents=[0] * COLS, categories={},
         label="y", classes=["0", "1"], security=security)
     info = registry.for_sharing("passive3")
-    up = Upload.describe(storage, dep, party, "hospital-a", meta)
-    up.receive("data", info.share(np.zeros((ROWS, COLS), np.uint64))[party])
-    up.receive("labels", info.share(np.zeros((ROWS, 2), np.uint64))[party])
-    up.commit(dep, is_coordinator=True, seq=None)
+    shares = {"data": info.share(np.zeros((ROWS, COLS), np.uint64)),
+              "labels": info.share(np.zeros((ROWS, 2), np.uint64))}
+    up = Upload.describe(storage, dep, party, "hospital-a", meta, salts(meta, party))
+    up.receive("data", shares["data"][party])
+    up.receive("labels", shares["labels"][party])
+    up.commit(dep, is_coordinator=True, seq=None, signed=statement("hospital-a", meta, shares))
 
 
 def _expired() -> dict[str, float]:

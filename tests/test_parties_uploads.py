@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from signed_uploads import salts, statement
 
 from mpcnet import config
 from mpcnet.client.local import write_config
@@ -17,6 +18,7 @@ from mpcnet.parties import catalog
 from mpcnet.parties.storage import Storage
 from mpcnet.parties.uploads import Upload, withdraw
 from mpcnet.schemes import registry
+from mpcnet.signing import Signed
 
 ROWS, COLS = 6, 3
 
@@ -38,27 +40,38 @@ def _meta(**over: Any) -> dict[str, Any]:
         label="y", classes=["0", "1"]) | over
 
 
+SHARES = {"data": registry.for_sharing("passive3").share(np.zeros((ROWS, COLS), np.uint64)),
+          "labels": registry.for_sharing("passive3").share(np.zeros((ROWS, 2), np.uint64))}
+
+
 def _shares(party: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    info = registry.for_sharing("passive3")
-    return (info.share(np.zeros((ROWS, COLS), np.uint64))[party],
-            info.share(np.zeros((ROWS, 2), np.uint64))[party])
+    return SHARES["data"][party], SHARES["labels"][party]
+
+
+def _describe(storage: Storage, dep: Deployment, party: int, owner: str, meta: Any) -> Upload:
+    return Upload.describe(storage, dep, party, owner, meta,
+                           salts(meta, party) if isinstance(meta, dict) else None)
+
+
+def _signed(meta: dict[str, Any], owner: str = "hospital-a") -> Signed:
+    return statement(owner, meta, SHARES)
 
 
 def test_an_upload_is_described_then_staged_then_committed(setup: tuple[Deployment, Storage]
                                                            ) -> None:
     dep, storage = setup
-    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    up = _describe(storage, dep, 1, "hospital-a", _meta())
     assert up.expect == {"data": (2, ROWS, COLS), "labels": (2, ROWS, 2)}
     data, labels = _shares()
     up.receive("data", data)
     assert up.state == "receiving" and storage.dataset("d") is None
     with pytest.raises(InputError, match="not staged"):
-        up.commit(dep, is_coordinator=True, seq=None)
+        up.commit(dep, is_coordinator=True, seq=None, signed=_signed(_meta()))
     up.receive("labels", labels)
     assert up.state == "staged" and storage.dataset("d") is None  # nothing visible yet
     with pytest.raises(InputError, match="coordinator's sequence number"):
-        up.commit(dep, is_coordinator=False, seq=None)
-    done = up.commit(dep, is_coordinator=False, seq=7)
+        up.commit(dep, is_coordinator=False, seq=None, signed=_signed(_meta()))
+    done = up.commit(dep, is_coordinator=False, seq=7, signed=_signed(_meta()))
     assert done["seq"] == 7 and storage.dataset("d")["rows"] == ROWS
     # the server names the stored files itself, never after the client's upload id
     files = storage.dataset("d")["contributions"][0]["files"]
@@ -93,15 +106,39 @@ def test_a_keyed_upload_needs_its_record_id_hashes_and_is_loaded_with_them(
 def test_the_coordinator_numbers_contributions(setup: tuple[Deployment, Storage]) -> None:
     dep, storage = setup
     for i, owner in enumerate(("hospital-a", "hospital-b"), start=1):
-        up = Upload.describe(storage, dep, 0, owner, _meta(id=f"u{i}"))
+        up = _describe(storage, dep, 0, owner, _meta(id=f"u{i}"))
         for part, arr in zip(("data", "labels"), _shares(0), strict=True):
             up.receive(part, arr)
-        assert up.commit(dep, is_coordinator=True, seq=99)["seq"] == i  # its own number wins
+        done = up.commit(dep, is_coordinator=True, seq=99, signed=_signed(_meta(id=f"u{i}"), owner))
+        assert done["seq"] == i  # its own number wins
+
+
+def test_a_commit_needs_the_owners_statement_of_what_this_server_received(
+        setup: tuple[Deployment, Storage]) -> None:
+    """The owner's statement must describe this upload and give this server's components
+    the digests of what it received; the salts of its components come with the description;
+    the statement is kept with the contribution, the salts with its files."""
+    dep, storage = setup
+    with pytest.raises(InputError, match="salts of components"):
+        Upload.describe(storage, dep, 1, "hospital-a", _meta(), None)
+    up = _describe(storage, dep, 1, "hospital-a", _meta())
+    for part, arr in zip(("data", "labels"), _shares(), strict=True):
+        up.receive(part, arr)
+    other = dict(SHARES, data=[a + np.uint64(1) for a in SHARES["data"]])
+    for signed, words in ((statement("hospital-a", _meta(), other), "component 1 of data"),
+                          (_signed(_meta(rows=ROWS + 1)), "not of this upload"),
+                          (_signed(_meta(), owner="hospital-b"), "hospital-b signed it")):
+        with pytest.raises(InputError, match=words):
+            up.commit(dep, is_coordinator=True, seq=None, signed=signed)
+    up.commit(dep, is_coordinator=True, seq=None, signed=_signed(_meta()))
+    entry = storage.dataset("d")["contributions"][0]
+    assert entry["signed"]["statement"]["meta"] == _meta()
+    assert set(entry["files"]["data"]["components"]) == {"1", "2"}  # bob's: x_1 and x_2
 
 
 def test_arrays_must_be_the_ones_described(setup: tuple[Deployment, Storage]) -> None:
     dep, storage = setup
-    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    up = _describe(storage, dep, 1, "hospital-a", _meta())
     data, _ = _shares()
     for part, arr, words in (("keys", data, "expected the arrays"),
                              ("data", None, "expected the arrays"),
@@ -119,7 +156,7 @@ def test_large_arrays_arrive_as_blocks_of_rows(setup: tuple[Deployment, Storage]
     """Blocks in any order make the same stored file; an overlap or a block past the end is
     refused, and the upload is staged only once every row has arrived."""
     dep, storage = setup
-    up = Upload.describe(storage, dep, 0, "hospital-a", _meta())
+    up = _describe(storage, dep, 0, "hospital-a", _meta())
     data, labels = _shares(0)
     up.receive("labels", labels)
     cut = ROWS // 2
@@ -131,7 +168,7 @@ def test_large_arrays_arrive_as_blocks_of_rows(setup: tuple[Deployment, Storage]
     assert up.state == "receiving"
     up.receive("data", data[:, :cut], 0)
     assert up.state == "staged"
-    up.commit(dep, is_coordinator=True, seq=None)
+    up.commit(dep, is_coordinator=True, seq=None, signed=_signed(_meta()))
     _, stored, _ = storage.load_dataset("d")
     np.testing.assert_array_equal(stored.block(slice(0, ROWS), slice(None)), data)
 
@@ -152,17 +189,17 @@ def test_bad_descriptions_are_refused_before_any_array(setup: tuple[Deployment, 
     }
     for name, (meta, error, words) in cases.items():
         with pytest.raises(error, match=words):
-            Upload.describe(storage, dep, 1, "hospital-a", meta)
+            _describe(storage, dep, 1, "hospital-a", meta)
             pytest.fail(name)
     with pytest.raises(AccessDenied, match="may not contribute to dataset 'd'"):
-        Upload.describe(storage, dep, 1, "outsider", _meta())
+        _describe(storage, dep, 1, "outsider", _meta())
     assert not list(storage.staging.iterdir())  # no staging folder left behind
     assert not list(storage.root.parent.rglob("escape*"))
 
 
 def test_an_aborted_upload_leaves_nothing(setup: tuple[Deployment, Storage]) -> None:
     dep, storage = setup
-    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    up = _describe(storage, dep, 1, "hospital-a", _meta())
     up.receive("data", _shares()[0])
     assert up.abort() and not up.folder.exists() and storage.dataset("d") is None
     assert not up.abort()  # once
@@ -171,10 +208,10 @@ def test_an_aborted_upload_leaves_nothing(setup: tuple[Deployment, Storage]) -> 
 def test_an_owner_withdraws_only_its_own_contribution(setup: tuple[Deployment, Storage]
                                                       ) -> None:
     dep, storage = setup
-    up = Upload.describe(storage, dep, 1, "hospital-a", _meta())
+    up = _describe(storage, dep, 1, "hospital-a", _meta())
     for part, arr in zip(("data", "labels"), _shares(), strict=True):
         up.receive(part, arr)
-    up.commit(dep, is_coordinator=True, seq=None)
+    up.commit(dep, is_coordinator=True, seq=None, signed=_signed(_meta()))
     assert not withdraw(storage, dep, "hospital-b", "d", "u1")
     assert withdraw(storage, dep, "hospital-a", "d", "u1")
     assert storage.dataset("d") is None or not storage.dataset("d")["contributions"]
@@ -195,11 +232,11 @@ def test_uploads_reserve_their_disk_space_until_they_end(setup: tuple[Deployment
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage",
                         lambda _: usage(0, 0, uploads.FREE_MARGIN + need * 3 // 2))
-    first = Upload.describe(storage, dep, 0, "hospital-a", _meta(id="u1"))
+    first = _describe(storage, dep, 0, "hospital-a", _meta(id="u1"))
     with pytest.raises(InputError, match="free for uploads now"):
-        Upload.describe(storage, dep, 0, "hospital-b", _meta(id="u2"))
+        _describe(storage, dep, 0, "hospital-b", _meta(id="u2"))
     first.abort()
-    Upload.describe(storage, dep, 0, "hospital-b", _meta(id="u2")).abort()
+    _describe(storage, dep, 0, "hospital-b", _meta(id="u2")).abort()
     assert storage.reserved == 0
 
 

@@ -42,6 +42,7 @@ from reliability_common import (
     start_cli,
     wait_jobs_ended,
 )
+from signed_uploads import salts
 
 from mpcnet.client.session import Client
 from mpcnet.errors import MPCError
@@ -300,7 +301,7 @@ def test_upload_dropped_mid_frame(cluster: FaultCluster, request: pytest.Fixture
                 "sharing": sharing_of("passive3")[0], "rows": 200,
                 "columns": [f"c{i}" for i in range(50)],
                 "exponents": [0] * 50, "categories": {}, "label": "y", "classes": ["0", "1"]}
-        conn.send({"k": "req", "op": "upload", "meta": meta})
+        conn.send({"k": "req", "op": "upload", "meta": meta, "salts": salts(meta, 0)})
         reply, _ = await conn.recv(timeout=5)
         assert reply == {"k": "ok", "send": ["data", "labels"]}, reply
         head, body = encode({"k": "a", "name": "data"}, np.zeros((2, 200, 50), np.uint64))

@@ -34,6 +34,7 @@ from reliability_common import (
     running_cluster,
     snapshot,
 )
+from signed_uploads import salts
 
 from mpcnet.certs.pki import self_signed, write_cert, write_key
 from mpcnet.client.local import LocalCluster
@@ -304,7 +305,8 @@ def _meta(rows: int = 20, cols: int = 4) -> dict[str, Any]:
 
 async def _upload(env: Env, arrays: list[tuple[str, np.ndarray]], *words: str) -> str:
     conn = await env.session("hospital-a")
-    conn.send({"k": "req", "op": "upload", "meta": _meta()})
+    meta = _meta()
+    conn.send({"k": "req", "op": "upload", "meta": meta, "salts": salts(meta, 0)})
     assert (await outcome(conn) or {}).get("send") == ["data", "labels"]
     for name, arr in arrays:
         conn.send({"k": "a", "name": name}, arr)
@@ -329,7 +331,8 @@ async def upload_unexpected_part(env: Env) -> str:
 async def upload_cut_then_silent(env: Env) -> str:
     """Half a share array, then nothing: the upload waits request_timeout, then is dropped."""
     conn = await env.session("hospital-a")
-    conn.send({"k": "req", "op": "upload", "meta": _meta()})
+    meta = _meta()
+    conn.send({"k": "req", "op": "upload", "meta": meta, "salts": salts(meta, 0)})
     assert (await outcome(conn) or {}).get("send") == ["data", "labels"]
     head, body = encode({"k": "a", "name": "data"}, np.full((2, 20, 4), SECRET, np.uint64))
     assert body is not None

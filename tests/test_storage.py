@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from signed_uploads import SALT, salts, statement
 
 from mpcnet import config
 from mpcnet.client.local import write_config
@@ -191,11 +192,15 @@ def test_stored_folders_and_files_are_private_whatever_the_umask(tmp_path: Path)
             dataset="d", upload_id="u1", layout="rows", sharing="passive3", rows=4,
             columns=["a", "b"], exponents=[0, 0], categories={}, label="y", classes=["0", "1"])
         info = registry.for_sharing("passive3")
-        up = Upload.describe(st, dep, 0, "hospital-a", meta)
-        up.receive("data", info.share(np.zeros((4, 2), np.uint64))[0])
-        up.receive("labels", info.share(np.zeros((4, 2), np.uint64))[0])
-        up.commit(dep, is_coordinator=True, seq=None)
-        staged, files = st.stage_result({"reduced": np.zeros((2, 4, 1), np.uint64)})
+        shares = {"data": info.share(np.zeros((4, 2), np.uint64)),
+                  "labels": info.share(np.zeros((4, 2), np.uint64))}
+        up = Upload.describe(st, dep, 0, "hospital-a", meta, salts(meta, 0))
+        up.receive("data", shares["data"][0])
+        up.receive("labels", shares["labels"][0])
+        up.commit(dep, is_coordinator=True, seq=None, signed=statement("hospital-a", meta, shares))
+        staged, files = st.stage_result({"reduced": np.zeros((2, 4, 1), np.uint64)},
+                                        {"reduced": [(0, SALT), (1, SALT)]})
+        assert set(files["reduced"]["components"]) == {"0", "1"}
         st.commit_result({"name": "r", "owner": "analyst", "files": files}, staged)
         st.save_job({"id": "0123456789ab", "state": "done"})
         st.close()

@@ -52,6 +52,23 @@ def sharing_of(security: str) -> tuple[str, int]:
     return info.sharing, info.n_parties
 
 
+def held(n_parties: int, party: int) -> tuple[int, ...]:
+    """The components of a replicated sharing among ``n_parties`` that ``party`` holds, in the
+    order of its share array: rep3's x_i and x_{i+1} (Araki et al. 2016), rep4's every
+    component but its own (Fantastic Four, Dalskov et al. 2021, section 3). ``ValueError``
+    for a party that is not one of the ``n_parties``."""
+    if not 0 <= party < n_parties or n_parties not in (3, 4):
+        raise ValueError(f"party {party} holds nothing of a sharing among {n_parties}")
+    if n_parties == 3:
+        return (party, (party + 1) % 3)
+    return rep4.held(party)
+
+
+def holders(n_parties: int, component: int) -> list[int]:
+    """The parties that hold ``component`` of a replicated sharing among ``n_parties``."""
+    return [p for p in range(n_parties) if component in held(n_parties, p)]
+
+
 def for_sharing(sharing: str) -> SchemeInfo:
     """The first setting whose input sharing is ``sharing`` (its ``share`` makes shares in
     that format), or ``ConfigError`` listing the sharings there are."""

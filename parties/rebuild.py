@@ -1,0 +1,359 @@
+"""Layer: server. Rebuild a server's lost data folder from its peers (``mpc-party --rebuild``).
+
+In replicated sharing every component a server holds is held by another server too (rep3:
+each of the three by two servers; rep4: each of the four by three), so a server whose disk is
+gone can take its components back without the owners. It connects to each peer as a server of
+the deployment, takes its inventory (``parties.inventory``), and for every dataset and result it
+held:
+
+1. the manifest: a dataset's must be the same on every peer that holds it (its catalogue
+   digest), or, with four servers, on a majority of them (a dissenting peer is named); each
+   contribution's description is the one its owner signed, and the schema is assembled again
+   from those descriptions. A result's is checked against this server's own signed statement
+   of it, which its peers kept (and every other server's statement against that one);
+2. every component it held, asked of one other holder (never one it did not hold: the peer
+   refuses), and checked against a signed digest: its owner's for a dataset, this server's own
+   for a result. A component that differs is a peer cheating: it is named, and that dataset or
+   result is refused (nothing of it stored); the others are rebuilt;
+3. written to staging and committed as an upload or a job would (``parties.storage``).
+
+Job records (the history of jobs and their figures) are not rebuilt; the other servers keep
+theirs, and each of them still refuses a request that was used before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpcnet.client.connection import Connections, ServerSession
+from mpcnet.config import Deployment
+from mpcnet.errors import CheatingDetected, InputError, MPCError, PeerError, StorageError
+from mpcnet.parties import catalog, statements
+from mpcnet.parties.sharefiles import ShareFileWriter
+from mpcnet.parties.storage import FILE_MODE, Storage, write_array
+from mpcnet.schemes.registry import for_sharing, held, holders
+from mpcnet.signing import Signed, component_digest, salt_of
+
+log = logging.getLogger("mpcnet.rebuild")
+
+
+@dataclass
+class Summary:
+    """What a rebuild did: the datasets and results rebuilt, those refused and why, the bytes
+    of components received and the time it took."""
+
+    datasets: list[str] = field(default_factory=list)
+    results: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)
+    bytes_received: int = 0
+    seconds: float = 0.0
+    cheated: bool = False
+
+    def lines(self) -> list[str]:
+        out = [f"rebuilt {len(self.datasets)} datasets and {len(self.results)} results and "
+               f"models ({self.bytes_received / 2**20:,.1f} MiB received) in "
+               f"{self.seconds:.2f} s"]
+        out += [f"unreachable: {name}: {why}" for name, why in self.unreachable.items()]
+        out += [f"refused {what}: {why}" for what, why in self.refused.items()]
+        return out
+
+
+class Rebuild:
+    """Server ``name`` taking back, from its peers, what it held under the sharing."""
+
+    def __init__(self, dep: Deployment, name: str, storage: Storage) -> None:
+        self.dep, self.name, self.storage = dep, name, storage
+        self.party = dep.party(name)
+        self.summary = Summary()
+        self.sessions: dict[int, ServerSession] = {}
+        self.turns: dict[int, asyncio.Lock] = {}  # one component at a time on a session
+
+    async def run(self) -> Summary:
+        start = time.perf_counter()
+        if self.storage.dataset_names() or self.storage.all_results():
+            raise StorageError(f"{self.storage.root} is not empty: --rebuild fills the empty "
+                               "data folder of a server that lost its own; move this one away "
+                               "first")
+        conns = Connections(self.dep, self.name)
+        try:
+            inventories = await self._inventories(conns)
+            if len(inventories) < 2:  # with three servers both, with four a majority
+                raise PeerError("a rebuild needs two of the other servers, to learn what "
+                                "this one held and check it; cannot reach "
+                                + "; ".join(self.summary.unreachable.values()))
+            for name, views in self._by_name(inventories, "datasets").items():
+                await self._refusing(f"dataset {name!r}", self._dataset(name, views))
+            for key, views in self._by_name(inventories, "results").items():
+                await self._refusing(f"result {key[1]!r} of {key[0]}",
+                                     self._result(views))
+        finally:
+            conns.close()
+        self.summary.seconds = round(time.perf_counter() - start, 3)
+        return self.summary
+
+    async def _inventories(self, conns: Connections) -> dict[int, dict[str, Any]]:
+        out = {}
+        for server in self.dep.servers:
+            peer = self.dep.party(server.name)
+            if peer == self.party:
+                continue
+            try:
+                session = await conns.session(server)
+                out[peer] = await session.request("inventory")
+                self.sessions[peer] = session
+                self.turns[peer] = asyncio.Lock()
+            except PeerError as exc:
+                self.summary.unreachable[server.name] = str(exc)
+        return out
+
+    def _by_name(self, inventories: dict[int, dict[str, Any]], kind: str
+                 ) -> dict[Any, dict[int, dict[str, Any]]]:
+        """Each dataset (by name) or result (by analyst and name) with every peer's view; a
+        view without its names is left out, naming its peer."""
+        out: dict[Any, dict[int, dict[str, Any]]] = {}
+        for peer, inv in inventories.items():
+            for view in inv.get(kind, []) if isinstance(inv.get(kind), list) else []:
+                names = (view.get("name"), view.get("owner")) if isinstance(view, dict) \
+                    else (None, None)
+                if not isinstance(names[0], str) or kind == "results" and \
+                        not isinstance(names[1], str):
+                    log.warning("%s lists a malformed %s entry; ignored",
+                                self._peer_name(peer), kind)
+                    continue
+                out.setdefault(names[0] if kind == "datasets" else names[::-1], {})[peer] = view
+        return dict(sorted(out.items()))
+
+    async def _refusing(self, what: str, job: Any) -> None:
+        """Run one dataset's or result's rebuild; a failure refuses it alone."""
+        try:
+            await job
+        except MPCError as exc:
+            self.summary.refused[what] = f"{type(exc).__name__}: {exc}"
+            self.summary.cheated |= isinstance(exc, CheatingDetected)
+            log.warning("refused %s: %s", what, exc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # a manifest a peer sent without a field the checks read
+            self.summary.refused[what] = (f"a peer sent a malformed manifest "
+                                          f"({type(exc).__name__}: {exc})")
+            log.warning("refused %s: a peer sent a malformed manifest", what)
+
+    def _peer_name(self, peer: int) -> str:
+        return self.dep.servers[peer].name
+
+    # -- a dataset ---------------------------------------------------------------------------
+    def _agreed(self, name: str, views: dict[int, dict[str, Any]]
+                ) -> tuple[dict[str, Any], int]:
+        """The manifest the peers that hold the dataset agree on, and the number of parties
+        of its sharing: both other holders with three, two of the three with four (one may
+        be down, or dissent: it is named)."""
+        digests = {p: catalog.digest(v) for p, v in views.items()}
+        top, count = Counter(digests.values()).most_common(1)[0]
+        if count < 2 and len(digests) > 1:
+            raise CheatingDetected("rebuild manifest",
+                                   f"the peers do not agree on dataset {name!r}: "
+                                   + ", ".join(f"{self._peer_name(p)} has {d[:12]}"
+                                               for p, d in digests.items()))
+        view = next(v for p, v in views.items() if digests[p] == top)
+        n = for_sharing(str(view.get("sharing"))).n_parties
+        others = [p for p in range(min(n, len(self.dep.servers))) if p != self.party]
+        down = [self._peer_name(p) for p in others if p not in self.sessions]
+        silent = [self._peer_name(p) for p in others if p in self.sessions and p not in views]
+        if count < 2 or n == 3 and (down or silent):
+            raise PeerError(f"dataset {name!r} needs " + ("both other holders" if n == 3 else
+                                                          "two other holders that agree")
+                            + (f"; {', '.join(down)} cannot be reached" if down else "")
+                            + (f"; {', '.join(silent)} does not list it (did it lose its "
+                               "data folder too?)" if silent else ""))
+        for p, d in digests.items():
+            if d != top:
+                log.warning("%s describes dataset %s otherwise than the other holders",
+                            self._peer_name(p), name)
+        return view, n
+
+    async def _dataset(self, name: str, views: dict[int, dict[str, Any]]) -> None:
+        view, n = self._agreed(name, views)
+        signed = {c["id"]: self._owner_statement(name, c, n) for c in view["contributions"]}
+        entries = [dict(catalog.entry(signed[c["id"]]["meta"], c["owner"]), seq=c["seq"],
+                        signed=c["signed"]) for c in view["contributions"]]
+        again = catalog.assemble(name, view["layout"], view["sharing"], entries)
+        if catalog.digest(again) != catalog.digest(view):
+            raise CheatingDetected("rebuild manifest", f"dataset {name!r}: its schema is not "
+                                                       "the one its owners' signed "
+                                                       "descriptions make")
+        staged = self.storage.stage("rebuild")
+        try:
+            contributions = []
+            for c in view["contributions"]:
+                files = await self._contribution(name, c, signed[c["id"]], n, staged)
+                contributions.append(dict(c, files=files, stored=time.time()))
+            self.storage.commit_contribution(dict(view, contributions=contributions), staged)
+        except BaseException:
+            self.storage.discard(staged)
+            raise
+        self.summary.datasets.append(name)
+        log.info("dataset %s rebuilt: %d contributions, %d rows", name,
+                 len(contributions), view["rows"])
+
+    def _owner_statement(self, name: str, c: dict[str, Any], n: int) -> dict[str, Any]:
+        """The statement the owner of contribution ``c`` signed, describing it."""
+        if "signed" not in c:
+            raise InputError(f"dataset {name!r}: contribution {c['id']} of {c['owner']} was "
+                             "stored without its owner's signed statement (by an earlier "
+                             "version); its owner must share it again")
+        statement = Signed.from_wire(c["signed"]).verify(self.dep, c["owner"])
+        meta = statement.get("meta")
+        if statement.get("kind") != "contribution" or not isinstance(meta, dict) or any(
+                v != c.get(k) for k, v in catalog.entry(meta, c["owner"]).items()
+                if k != "files"):
+            raise CheatingDetected("rebuild manifest", f"dataset {name!r}: contribution "
+                                                       f"{c['id']} is not the one its owner "
+                                                       f"{c['owner']} signed")
+        statements.check_components(statement.get("components"),
+                                    statements.contribution_parts(meta), n, every=True)
+        return statement
+
+    async def _contribution(self, name: str, c: dict[str, Any], statement: dict[str, Any],
+                            n: int, staged: Path) -> dict[str, Any]:
+        """This server's files of contribution ``c``, every component checked against what
+        its owner signed."""
+        lead = (len(held(n, self.party)),)
+        files = {}
+        for part, shape in statements.contribution_parts(statement["meta"]).items():
+            writer = ShareFileWriter(staged / f"{uuid.uuid4().hex}.{part}.npy", lead + shape,
+                                     FILE_MODE)
+            salts = await asyncio.gather(*(
+                self._fetch_rows(writer, slot, comp, {"dataset": name, "upload": c["id"],
+                                                      "part": part}, n)
+                for slot, comp in enumerate(held(n, self.party))))
+            if not writer.complete:
+                raise PeerError(f"dataset {name!r}: the peers sent too few rows of {part}")
+            entry = writer.entry(list(zip(held(n, self.party), salts, strict=True)))
+            signed = statement["components"][part]["digests"]
+            for comp, _ in zip(held(n, self.party), salts, strict=True):
+                if entry["components"][str(comp)]["digest"] != signed[str(comp)]:
+                    sender = self._peer_name(self._holder(n, comp))
+                    raise CheatingDetected(
+                        "rebuild component", f"{sender} sent component {comp} of {part} of "
+                        f"{c['owner']}'s contribution to dataset {name!r}, and it differs "
+                        "from what its owner signed")
+            files[part] = entry
+        return files
+
+    def _holder(self, n: int, comp: int) -> int:
+        """The peer asked for ``comp``: the first other holder that answers (with three
+        servers there is one; with four, two)."""
+        others = [p for p in holders(n, comp) if p != self.party]
+        for p in others:
+            if p in self.sessions:
+                return p
+        raise PeerError(f"no holder of component {comp} is reachable "
+                        f"({', '.join(self._peer_name(p) for p in others)})")
+
+    async def _fetch_rows(self, writer: ShareFileWriter, slot: int, comp: int,
+                          what: dict[str, Any], n: int) -> bytes:
+        """Component ``comp`` from a holder, block by block into ``slot`` of ``writer``;
+        its salt."""
+        peer = self._holder(n, comp)
+        session = self.sessions[peer]
+        async with self.turns[peer]:
+            head = await session.request("component", component=comp, **what)
+            rows, at = int(head["shape"][0]), 0
+            while at < rows:
+                _, block = await session.recv_array()
+                if block.dtype != np.uint64 or block.ndim != 2:
+                    raise CheatingDetected("rebuild component",
+                                           f"{session.name} sent a malformed block")
+                try:
+                    await asyncio.to_thread(writer.write_rows, at, block, slot)
+                except ValueError as exc:
+                    raise CheatingDetected("rebuild component",
+                                           f"{session.name}: {exc}") from None
+                at += block.shape[0]
+                self.summary.bytes_received += block.nbytes
+        return salt_of(head.get("salt"))
+
+    # -- a result ----------------------------------------------------------------------------
+    def _signed_result(self, view: dict[str, Any]) -> dict[str, Any]:
+        """This server's own statement of the result a peer describes as ``view``, once the
+        view is the one it signed and carries every server's statement, each consistent
+        with it (``parties.statements``)."""
+        servers = view.get("parties")
+        if servers != [s.name for s in self.dep.servers[:len(servers or [])]] or \
+                self.name not in servers:
+            raise CheatingDetected("rebuild manifest", f"result {view['name']!r}: made by "
+                                                       f"{servers}, not by this deployment's "
+                                                       "servers with this one")
+        stored = view.get("statements")
+        mine = Signed.from_wire(stored.get(self.name) if isinstance(stored, dict) else None
+                                ).verify(self.dep, self.name)
+        if mine.get("meta") != statements.result_meta(view) or mine.get("owner") != \
+                view["owner"] or mine.get("name") != view["name"]:
+            raise CheatingDetected("rebuild manifest", f"result {view['name']!r}: its manifest "
+                                                       f"is not the one {self.name} signed")
+        statements.verified_statements(stored, mine, self.dep, servers)
+        return mine
+
+    async def _result(self, views: dict[int, dict[str, Any]]) -> None:
+        """A result or a model: the first peer's view that this server's own statement
+        confirms (a peer whose view it does not is named), then its components."""
+        failures = []
+        for peer, candidate in views.items():
+            try:
+                mine, view = self._signed_result(candidate), candidate
+                break
+            except MPCError as exc:
+                failures.append(f"{self._peer_name(peer)}'s: {exc}")
+                log.warning("%s describes result %s otherwise than %s signed it: %s",
+                            self._peer_name(peer), candidate["name"], self.name, exc)
+        else:
+            raise CheatingDetected("rebuild manifest", "; ".join(failures))
+        n = len(view["parties"])
+        staged = self.storage.stage("rebuild")
+        try:
+            files = {}
+            for part, entry in mine["components"].items():
+                got = await asyncio.gather(*(self._fetch_whole(comp, view, part, n)
+                                             for comp in held(n, self.party)))
+                for comp, (salt, array) in zip(held(n, self.party), got, strict=True):
+                    if list(array.shape) != entry["shape"] or component_digest(
+                            salt, array) != entry["digests"][str(comp)]:
+                        raise CheatingDetected(
+                            "rebuild component", f"{self._peer_name(self._holder(n, comp))} "
+                            f"sent component {comp} of {part} of result {view['name']!r}, and "
+                            f"it differs from what {self.name} signed")
+                files[part] = write_array(staged / f"{part}.npy",
+                                          np.stack([a for _, a in got]),
+                                          [(comp, salt) for comp, (salt, _) in
+                                           zip(held(n, self.party), got, strict=True)])
+            self.storage.commit_result(dict(view, party=self.party, files=files), staged)
+        except BaseException:
+            self.storage.discard(staged)
+            raise
+        self.summary.results.append(f"{view['owner']}/{view['name']}")
+        log.info("result %s of %s rebuilt", view["name"], view["owner"])
+
+    async def _fetch_whole(self, comp: int, view: dict[str, Any], part: str, n: int
+                           ) -> tuple[bytes, np.ndarray]:
+        peer = self._holder(n, comp)
+        session = self.sessions[peer]
+        async with self.turns[peer]:
+            head = await session.request("component", component=comp, owner=view["owner"],
+                                         result=view["name"], part=part)
+            _, array = await session.recv_array()
+        if array.dtype != np.uint64:
+            raise CheatingDetected("rebuild component", f"{session.name} sent a malformed "
+                                                        "component")
+        self.summary.bytes_received += array.nbytes
+        return salt_of(head.get("salt")), array
+
+
