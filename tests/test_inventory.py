@@ -39,7 +39,7 @@ def alice(tmp_path: Path) -> Iterator[tuple[Deployment, Storage, dict[str, list[
     up = Upload.describe(storage, dep, 0, "hospital-a", meta, salts(meta, 0))
     up.receive("data", shares["data"][0])
     up.receive("labels", shares["labels"][0])
-    up.commit(is_coordinator=True, seq=None, signed=statement("hospital-a", meta, shares))
+    up.commit(dep, is_coordinator=True, seq=None, signed=statement("hospital-a", meta, shares))
     yield dep, storage, shares
     storage.close()
 

@@ -23,6 +23,7 @@ from reliability_common import (
     report,
     start_cli,
 )
+from signed_uploads import salts
 
 from mpcnet import config
 from mpcnet.certs.pki import local_deployment
@@ -149,7 +150,7 @@ def test_a_reload_drops_uploads_the_new_file_no_longer_allows(tmp_path: Path) ->
         await server.start()
         owner = await ServerSession.open(dep, "hospital-a", dep.leader)
         try:
-            await owner.request("upload", meta=meta)
+            await owner.request("upload", meta=meta, salts=salts(meta, 0))
             await owner.send_block("data", info.share(np.zeros((4, 2), np.uint64))[0])
             await owner.send_block("labels", info.share(np.zeros((4, 2), np.uint64))[0])
             assert (await owner._reply())["staged"] == "u1"

@@ -88,15 +88,18 @@ def test_a_keyed_upload_needs_its_record_id_hashes_and_is_loaded_with_them(
         meta = _meta(id=upload, layout="keyed", rows=rows, label=label,
                      classes=["0", "1"] if label else None,
                      columns=[f"{owner}-c{i}" for i in range(COLS)])
-        up = Upload.describe(storage, dep, 1, owner, meta)
+        up = _describe(storage, dep, 1, owner, meta)
         assert up.expect["ids"] == (2, rows, 2)
         info = registry.for_sharing("passive3")
-        up.receive("data", info.share(np.zeros((rows, COLS), np.uint64))[1])
+        shares = {"data": info.share(np.zeros((rows, COLS), np.uint64)),
+                  "ids": info.share(np.zeros((rows, 2), np.uint64))}
+        up.receive("data", shares["data"][1])
         if label:
+            shares["labels"] = SHARES["labels"]
             up.receive("labels", _shares()[1])
         assert up.state == "receiving"  # the hashes are still missing
-        up.receive("ids", info.share(np.zeros((rows, 2), np.uint64))[1])
-        up.commit(dep, is_coordinator=True, seq=None)
+        up.receive("ids", shares["ids"][1])
+        up.commit(dep, is_coordinator=True, seq=None, signed=statement(owner, meta, shares))
     manifest, parts = storage.load_keyed("d")
     assert manifest["layout"] == "keyed" and manifest["rows"] == ROWS - 2
     assert [(ids.shape, data.shape) for ids, data in parts] == [
@@ -248,7 +251,7 @@ def test_a_permission_removed_after_staging_stops_the_commit(tmp_path: Path) -> 
     storage = Storage(tmp_path / "data")
     storage.open()
     try:
-        up = Upload.describe(storage, config.load(path), 1, "hospital-a", _meta())
+        up = _describe(storage, config.load(path), 1, "hospital-a", _meta())
         for part, arr in zip(("data", "labels"), _shares(), strict=True):
             up.receive(part, arr)
         assert up.state == "staged" and up.allowed(config.load(path))
@@ -256,7 +259,7 @@ def test_a_permission_removed_after_staging_stops_the_commit(tmp_path: Path) -> 
         revoked = config.load(path)
         assert not up.allowed(revoked)
         with pytest.raises(AccessDenied, match="may not contribute to dataset 'd'"):
-            up.commit(revoked, is_coordinator=True, seq=None)
+            up.commit(revoked, is_coordinator=True, seq=None, signed=_signed(_meta()))
         assert up.state == "aborted" and storage.dataset("d") is None
         assert storage.reserved == 0
     finally:
