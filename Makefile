@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs bench accuracy network scaling package-check test-join join kauto-check
+.PHONY: demo test docs bench accuracy network scaling package-check test-join join kauto-check containers hosts
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -56,3 +56,11 @@ join: $(PY)  ## the alignment of two keyed owners of 10^5 records each over TLS,
 kauto-check: $(PY)  ## select --k auto on real servers, LSVT and CogLoad, every setting, against plaintext --k auto (~10 min)
 	$(PY) -m pip install -q -e '.[dev]'
 	$(PY) -m pytest -q -m slow tests/test_e2e_kauto.py
+
+containers: $(PY)  ## docker-compose.yml with Podman, 3 and 4 servers: healthchecks, the demo's pipeline, data kept over down/up (root, podman; 3 to 6 min)
+	$(PY) -m pip install -q -e '.[dev,containers]'
+	$(PY) -m pytest -q -s -m slow tests/test_deploy_containers.py
+
+hosts: $(PY)  ## every server in a network namespace of its own, the clients in another: the pipeline over a LAN and the WAN profile (root; 1 to 2 min)
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pytest -q -s -m slow tests/test_deploy_hosts.py

@@ -248,12 +248,14 @@ def _route(text: str) -> tuple[str, int, str, int]:
 
 
 class Proxy:
-    """The delay proxy as a child process (stopped by PID)."""
+    """The delay proxy as a child process (stopped by PID), inside network namespace
+    ``netns`` if one is named (``ip netns exec`` replaces itself by the proxy: same PID)."""
 
     def __init__(self, routes: list[tuple[str, int, str, int]], link: Link,
-                 folder: Path) -> None:
+                 folder: Path, netns: str | None = None) -> None:
         self.ready = folder / f".proxy-{os.getpid()}-{time.monotonic_ns()}.ready"
-        args = [sys.executable, "-m", "bench.netemu", "proxy", "--delay-ms",
+        inside = ["ip", "netns", "exec", netns] if netns else []
+        args = [*inside, sys.executable, "-m", "bench.netemu", "proxy", "--delay-ms",
                 str(link.delay_ms), "--ready-file", str(self.ready)]
         if link.rate_bit:
             args += ["--rate", rate_text(link.rate_bit)]

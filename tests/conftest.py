@@ -20,6 +20,8 @@ from mpcnet.schemes.base import Scheme
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+# the suites' helper modules report their failed assertions as tests do
+pytest.register_assert_rewrite("deploy_common", "reliability_common")
 
 SCHEME_NAMES = sorted(registry.SCHEMES)
 
