@@ -209,10 +209,11 @@ def test_tied_keys_do_not_tell_the_rank_of_a_key_among_the_honest_ones(scheme: s
     hi = K and watches one server's view. Compared by key alone, the tied rows form a chain
     whose sorted start is the number of honest hashes below K; with the secret tie-break the
     view is that of a random order. The attacker tells 0 from all 40 honest hashes below K
-    by the chain's start; over 12 jobs it may be right about half the time, not always."""
+    by the chain's start; over 16 jobs it may be right about half the time (more than 13
+    right: 0.2 % by chance), not always."""
     n0, g, k = 40, 16, 1 << 56
     right = 0
-    for job in range(12):
+    for job in range(16):
         rng = np.random.default_rng(job)
         below = n0 if job % 2 else 0
         hi0 = np.concatenate([rng.choice(k - 1, below, replace=False),
@@ -224,7 +225,8 @@ def test_tied_keys_do_not_tell_the_rank_of_a_key_among_the_honest_ones(scheme: s
         assert m == 0
         start, end = max(_chains(levels, 1), key=lambda r: r[1] - r[0])
         right += (start > n0 // 2) == bool(below)
-    assert right <= 10, f"{right}/12 jobs' rank of K read from the comparisons"
+    print(f"{scheme}: {right}/16 jobs' rank of K read from the comparisons")
+    assert right <= 13
 
 
 def test_tied_keys_do_not_tell_whether_an_honest_owner_holds_a_guessed_id(scheme: str
@@ -252,7 +254,8 @@ def test_tied_keys_do_not_tell_whether_an_honest_owner_holds_a_guessed_id(scheme
                 if len(runs) == 2 * len(guesses) else [False] * len(guesses))
         right += sum(a == b for a, b in zip(said, held, strict=True))
         total += len(guesses)
-    assert right <= 0.7 * total, f"{right}/{total} guesses' membership read"
+    print(f"{scheme}: {right}/{total} guesses' membership read from the comparisons")
+    assert right <= 0.7 * total
 
 
 def test_a_repeated_key_does_not_fill_another_contributions_place(scheme: str) -> None:
