@@ -1,7 +1,9 @@
 """mpcnet.ops.join (and the shuffle it rests on) in memory, under every scheme: the aligned rows
 equal the plaintext inner join as a set, whatever the owners' orders; the sort is a sort; what
 a server opens is bits, and the flags' ones are the size of the intersection; the order it sees
-does not follow an owner's order."""
+does not follow an owner's order; a dishonest owner's repeated keys neither show in the
+opened comparisons (the adversarial review's attacks, replayed) nor fill another
+contribution's place."""
 
 from __future__ import annotations
 
@@ -105,14 +107,17 @@ def test_one_contribution_is_refused() -> None:
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17, 200])
-def test_the_opened_quicksort_sorts(n: int) -> None:
-    keys = np.random.default_rng(n).choice(1 << 40, n, replace=False).astype(np.uint64)
+def test_the_opened_quicksort_sorts_by_key_then_tie(n: int) -> None:
+    rng = np.random.default_rng(n)
+    keys = rng.choice(1 << 40, n).astype(np.uint64)
+    keys[rng.integers(0, n, n // 2)] = keys[0]  # many ties
+    ties = rng.permutation(n).astype(np.uint64)
 
-    async def body(s: Scheme, keys: Any) -> np.ndarray:
-        return await sort_order(s, keys)
+    async def body(s: Scheme, keys: Any, ties: Any) -> np.ndarray:
+        return await sort_order(s, keys, ties)
 
-    (order, *_) = run_protocol("passive3", {"keys": keys}, body)
-    np.testing.assert_array_equal(keys[order], np.sort(keys))
+    (order, *_) = run_protocol("passive3", {"keys": keys, "ties": ties}, body)
+    np.testing.assert_array_equal(order, np.lexsort((ties, keys)))
 
 
 def test_a_server_opens_bits_and_the_size_of_the_intersection_only() -> None:
@@ -144,3 +149,125 @@ def test_keys_out_of_range_are_reduced_before_the_sort() -> None:
     hashes, values = parts[1]
     parts[1] = (hashes + np.array([1 << 62, 0], dtype=np.uint64), values)
     assert _joined("passive3", parts) == (rows, 12)
+
+
+def _fixed_levels(bits: list[np.ndarray], n: int) -> np.ndarray:
+    """What a server computes from the opened comparisons alone: per sorted position, the
+    quicksort level at which its row became a pivot or a part of one row (``sort_order``'s
+    splitting, replayed from the bits)."""
+    level_of = np.zeros(n, dtype=np.int64)
+    starts, lengths = np.array([0]), np.array([n])
+    for level, less in enumerate([*bits, None]):
+        level_of[starts[lengths == 1]] = level
+        starts, lengths = starts[lengths > 1], lengths[lengths > 1]
+        if less is None or not starts.size:
+            break
+        part = np.repeat(np.arange(starts.size), lengths - 1)
+        n_less = np.bincount(part, weights=less.astype(np.int64), minlength=starts.size)
+        n_less = n_less.astype(np.int64)
+        level_of[starts + n_less] = level
+        starts = np.concatenate([starts, starts + n_less + 1])
+        lengths = np.concatenate([n_less, lengths - 1 - n_less])
+    assert not starts.size
+    return level_of
+
+
+def _chains(levels: np.ndarray, least: int) -> list[tuple[int, int]]:
+    """Runs of sorted positions (start, end) of at least ``least`` whose levels strictly
+    increase: equal keys compared by key alone form one (each pivot leaves the rest of the
+    tied rows on one side), random distinct keys give runs of about 2."""
+    runs, start = [], 0
+    for q in range(1, levels.size + 1):
+        if q == levels.size or levels[q] <= levels[q - 1]:
+            if q - start >= least:
+                runs.append((start, q))
+            start = q
+    return runs
+
+
+def _comparisons_seen(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]]
+                      ) -> tuple[np.ndarray, int]:
+    """The sort's levels as server 0 replays them from the bits it opened, and the join size."""
+    seen: list[Any] = []
+    _, m = _run_join(scheme, parts, seen)
+    n = sum(p[0].shape[0] for p in parts)
+    bits = [v.reshape(-1) for kind, v in seen if kind == "bits"]
+    first = next(i for i, v in enumerate(bits) if v.size == n - 1)  # after the reduction's
+    return _fixed_levels(bits[first:], n), m
+
+
+def _random_lo(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(0, 1 << 61, n, dtype=np.uint64)
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones((n, 1), dtype=np.uint64)
+
+
+def test_tied_keys_do_not_tell_the_rank_of_a_key_among_the_honest_ones(scheme: str) -> None:
+    """Review attack 1: a dishonest owner (its client's check bypassed) sends g rows all at
+    hi = K and watches one server's view. Compared by key alone, the tied rows form a chain
+    whose sorted start is the number of honest hashes below K; with the secret tie-break the
+    view is that of a random order. The attacker tells 0 from all 40 honest hashes below K
+    by the chain's start; over 16 jobs it may be right about half the time (more than 13
+    right: 0.2 % by chance), not always."""
+    n0, g, k = 40, 16, 1 << 56
+    right = 0
+    for job in range(16):
+        rng = np.random.default_rng(job)
+        below = n0 if job % 2 else 0
+        hi0 = np.concatenate([rng.choice(k - 1, below, replace=False),
+                              k + 1 + rng.choice(k - 2, n0 - below, replace=False)])
+        parts = [(np.stack([rng.permutation(hi0).astype(np.uint64), _random_lo(rng, n0)], 1),
+                  _ones(n0)),
+                 (np.stack([np.full(g, k, np.uint64), _random_lo(rng, g)], 1), _ones(g))]
+        levels, m = _comparisons_seen(scheme, parts)
+        assert m == 0
+        start, end = max(_chains(levels, 1), key=lambda r: r[1] - r[0])
+        right += (start > n0 // 2) == bool(below)
+    print(f"{scheme}: {right}/16 jobs' rank of K read from the comparisons")
+    assert right <= 13
+
+
+def test_tied_keys_do_not_tell_whether_an_honest_owner_holds_a_guessed_id(scheme: str
+                                                                        ) -> None:
+    """Review attack 2: owners hold the hash key, so a dishonest one hashes guessed IDs and
+    sends, per guess h, g rows at hi = h - 1 and g at hi = h (random lo: the join is empty).
+    Compared by key alone, the server sees two chains per guess with an honest row between
+    them exactly when the honest owner holds h: every guess's membership in one job. With
+    the secret tie-break the chains are gone; where the view shows no two per guess, the
+    attacker says "not held" for each (2 of its 4 guesses per job are held: half right)."""
+    right = total = 0
+    for job in range(8):
+        rng = np.random.default_rng(100 + job)
+        n0, g = 60, 10
+        hi0 = rng.choice(1 << 57, n0, replace=False).astype(np.uint64)
+        guesses = sorted([int(hi0[3]), int(hi0[7]), *(int(x) for x in rng.choice(1 << 57, 2))])
+        held = [h in set(hi0.tolist()) for h in guesses]
+        hi1 = np.array([v for h in guesses for v in [h - 1] * g + [h] * g], dtype=np.uint64)
+        parts = [(np.stack([hi0, _random_lo(rng, n0)], 1), _ones(n0)),
+                 (np.stack([hi1, _random_lo(rng, hi1.size)], 1), _ones(hi1.size))]
+        levels, m = _comparisons_seen(scheme, parts)
+        assert m == 0
+        runs = _chains(levels, g - 2)
+        said = ([runs[2 * i + 1][0] > runs[2 * i][1] for i in range(len(guesses))]
+                if len(runs) == 2 * len(guesses) else [False] * len(guesses))
+        right += sum(a == b for a, b in zip(said, held, strict=True))
+        total += len(guesses)
+    print(f"{scheme}: {right}/{total} guesses' membership read from the comparisons")
+    assert right <= 0.7 * total
+
+
+def test_a_repeated_key_does_not_fill_another_contributions_place(scheme: str) -> None:
+    """Three owners; owner 0 (dishonest) sends record 3's hashes twice, with its own values,
+    where owner 1 lacks record 3 and owner 2 holds it. Sorted, hi' reads 16h, 16h, 16h + 2: a
+    test of hi'_(s+2) - hi'_s alone would join the second copy as owner 1's row. Record 3 is
+    not joined; records all three hold are, once each, even when owner 0 repeats one."""
+    holds = [list(range(10)), [r for r in range(10) if r != 3], list(range(10))]
+    parts, rows = _owners(holds, [1, 1, 1], seed=7)
+    hashes, values = parts[0]
+    again = [int(np.flatnonzero(values[:, 0] == 1000 * r)[0]) for r in (3, 5)]
+    parts[0] = (np.concatenate([hashes, hashes[again]]),
+                np.concatenate([values, values[again] + 1]))
+    got, m = _joined(scheme, parts)
+    assert m == 9 and [row[1:] for row in got] == [row[1:] for row in rows]

@@ -7,26 +7,34 @@ that every contribution holds, in an order that depends on no owner's order, and
 each contribution's row count and the size of the intersection:
 
 1. Every contribution's rows go into one table of N = sum n_o rows: the sort key
-   hi' = 16 (hi mod 2^57) + o (o its contribution's number, so no two rows have equal keys:
-   an owner's client refuses two of its IDs whose hi agree, ``recordids``; the reduction
-   mod 2^57, by a bit decomposition, keeps a dishonest owner's keys in range), lo, the c_o
-   columns, padded with zeros (a sharing of zero under every scheme) to the widest
-   contribution's: the table is max c_o wide, not sum c_o.
-2. The table is shuffled (``Scheme.shuffle``, every party lacks one permutation).
-3. It is sorted by hi' with a comparison sort whose outcomes are opened: Hamada, Kikuchi,
-   Ikarashi, Chida, Takahashi, "Practically efficient multi-party sorting protocols from
-   comparison sort algorithms", ICISC 2012. After the shuffle and with distinct keys, the
-   outcomes of any comparison sort are a function of a uniformly random permutation alone,
-   so opening them tells nothing; the rows are then moved by public indices (no cost). A
+   hi' = 16 (hi mod 2^57) + o (o its contribution's number; the reduction mod 2^57, by a
+   bit decomposition, keeps a dishonest owner's keys in range), lo, the c_o columns, padded
+   with zeros (a sharing of zero under every scheme) to the widest contribution's (the
+   table is max c_o wide, not sum c_o), and the row's index in this table, 0..N-1.
+2. The table is shuffled (``Scheme.shuffle``, every party lacks one permutation): the
+   index becomes a secret tie-breaker.
+3. It is sorted by (hi', index) lexicographically with a comparison sort whose outcomes are
+   opened: Hamada, Kikuchi, Ikarashi, Chida, Takahashi, "Practically efficient multi-party
+   sorting protocols from comparison sort algorithms", ICISC 2012. After the shuffle and
+   with distinct keys, the outcomes of any comparison sort are a function of a uniformly
+   random permutation alone, so opening them tells nothing; the rows are then moved by
+   public indices (no cost). The pairs are distinct whatever the owners send: an honest
+   client refuses two of its IDs whose hi agree (``recordids``), but the servers cannot
+   check that, and equal keys of a dishonest owner compared by hi' alone would show as a
+   chain of comparisons whose place tells how many honest keys lie below them
+   (docs/cheating.md). A public tie-breaker would not help (it orders the tied rows as the
+   owner chose); the secret index makes every tie an order as random as the rest. A
    quicksort, with the first row of each part as its pivot (random after the shuffle),
    needs about 1.39 N log2 N comparisons in about 2-4 log2 N rounds of one batch each;
    the oblivious odd-even merge network of ``ops.sort`` needs N log2^2 N / 4 (3.3 times
    as many at 2 x 10^5 rows) in log2 N (log2 N + 1) / 2 stages, and would move every
    column at every comparator: the reason for this choice.
 4. The rows of one record are now adjacent, in contribution order. Row s starts a record
-   that all t contributions hold exactly when hi'_(s+t-1) - hi'_s = t - 1 (the same hi and
-   contributions 0..t-1 in a row; with t <= 8 no other pair of keys differs by t - 1) and
-   lo_(s+j) = lo_s for j < t: one batch of sign tests, then ANDs. The joined row is row
+   that all t contributions hold exactly when hi'_(s+j) - hi'_s = j and lo_(s+j) = lo_s for
+   0 < j < t (the same hi and contributions 0..t-1 in a row: tags are below 16, so keys of
+   two hi differ by more than 7; testing every j, not only t - 1, keeps a dishonest owner's
+   repeated key from filling another contribution's place): one batch of sign tests, then
+   ANDs. The joined row is row
    s + j's first c_j columns for j = 0..t-1 side by side: local.
 5. The candidate rows and their flags are shuffled again, the flags opened: their number
    is the size of the intersection, and their positions are uniformly random, so that is
@@ -35,7 +43,8 @@ each contribution's row count and the size of the intersection:
 Active settings. active4 checks every shuffle message by its voucher (``Rep4.shuffle``).
 active3 checks the shuffles with the MAC check (``Spdz3.shuffle``), which runs before the
 first comparison is opened and again before the flags are (``Scheme.open``); the comparisons
-themselves are AND circuits, checked before each opening. Because those MAC checks are checks
+themselves are AND circuits, checked before each opening; the index column is shuffled
+with the rest, so it carries MACs and vouchers like the key. Because those MAC checks are checks
 in parts, the joined rows' MACs are made again (``Scheme.refresh``) before anything else is
 computed on them (docs/active3.md, "Checking the MACs in parts would leak"). Whether a job
 aborts depends only on the cheater's errors and the checks' coins.
@@ -79,15 +88,16 @@ async def _below_2_57(s: Scheme, hi: Shared) -> Shared:
 
 
 def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Shared:
-    """Step 1: the N x (2 + max c_o) table of every contribution's sort key hi' = 16 hi + o
-    (``hi`` of every row, in contribution order), lo and columns, each contribution's in the
-    first c_o columns, zero after them (one array)."""
+    """Step 1: the N x (3 + max c_o) table of every contribution's sort key hi' = 16 hi + o
+    (``hi`` of every row, in contribution order), lo, columns (each contribution's in the
+    first c_o columns, zero after them) and the row's index 0..N-1 (one array)."""
     widths = [values.shape[1] for _, values in parts]
     rows = [values.shape[0] for _, values in parts]
     lead = parts[0][1].data.shape[:s.lead]
     same_layout([hi, *(p for part in parts for p in part)])
-    data = np.zeros(lead + (sum(rows), 2 + max(widths)), dtype=np.uint64)
+    data = np.zeros(lead + (sum(rows), 3 + max(widths)), dtype=np.uint64)
     at = (slice(None),) * s.lead
+    data[at + (slice(None), -1)] = s.public(np.arange(sum(rows), dtype=np.uint64)).data
     for o, (keys, values) in enumerate(parts):
         span = slice(sum(rows[:o]), sum(rows[:o + 1]))
         tagged = s.add_public(s.mul_public(hi[span], 1 << TAG_BITS), o)
@@ -97,11 +107,26 @@ def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Sha
     return Shared(data, s.lead)
 
 
-async def sort_order(s: Scheme, keys: Shared) -> np.ndarray:
-    """The public order (sorted position -> row) of distinct shuffled ``keys`` (each below
-    2^62), by a quicksort whose comparisons are opened (step 3): every part's first row is its
-    pivot, every other row of every part is compared with its pivot in one batch, and each
-    part is split stably into the rows below the pivot, the pivot and the rows above."""
+async def _opened_less(s: Scheme, keys: Shared, ties: Shared, rows: np.ndarray,
+                       pivots: np.ndarray) -> np.ndarray:
+    """Opened [(key, tie) of each row < that of its pivot], lexicographically: with d, e the
+    differences of the keys and of the ties, [d < 0] XOR ([d = 0] AND [e < 0]), where
+    [d = 0] = 1 XOR [d < 0] XOR [-d < 0] (|d| < 2^62: d and -d are not both negative). One
+    batch of sign tests, one AND, one opening (0 or 1 per comparison)."""
+    d = s.sub(keys[rows], keys[pivots])
+    e = s.sub(ties[rows], ties[pivots])
+    below, above, tie_below = split(await msb(s, concat([d, s.neg(d), e])), [d.shape] * 3)
+    equal = s.xor_public(s.xor(below, above), 1)
+    less = s.xor(below, await s.and_(equal, tie_below))
+    return (np.asarray(await s.open_binary(less)) & np.uint64(1)).astype(np.int64)
+
+
+async def sort_order(s: Scheme, keys: Shared, ties: Shared) -> np.ndarray:
+    """The public order (sorted position -> row) of shuffled rows by (``keys``, ``ties``)
+    lexicographically (each below 2^62, the pairs distinct), by a quicksort whose comparisons
+    are opened (step 3): every part's first row is its pivot, every other row of every part
+    is compared with its pivot in one batch, and each part is split stably into the rows
+    below the pivot, the pivot and the rows above."""
     n = keys.shape[0]
     order = np.arange(n)
     starts, lengths = np.array([0]), np.array([n])
@@ -116,8 +141,7 @@ async def sort_order(s: Scheme, keys: Shared) -> np.ndarray:
         within = np.arange(part.size) - first[part]
         rows = order[starts[part] + 1 + within]
         pivots = order[starts[part]]
-        less = await s.open_binary(await msb(s, s.sub(keys[rows], keys[pivots])))
-        less = (np.asarray(less) & np.uint64(1)).astype(np.int64)
+        less = await _opened_less(s, keys, ties, rows, pivots)
         below = np.cumsum(less) - less  # rows below their pivot before this one, overall
         rank = below - below[first][part]
         n_less = np.bincount(part, weights=less, minlength=starts.size).astype(np.int64)
@@ -155,11 +179,11 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joine
     with s.engine.phase("alignment"):
         hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]))
         table = await s.shuffle(_table(s, parts, hi))
-        keys = Shared(np.ascontiguousarray(table[:, 0].data), s.lead)
-        ordered = table[await sort_order(s, keys)]
+        keys, ties = (Shared(np.ascontiguousarray(table[:, c].data), s.lead) for c in (0, -1))
+        ordered = table[await sort_order(s, keys, ties)]
         n = ordered.shape[0] - t + 1  # rows that can start a record held by all (>= 1)
         hi, lo = ordered[:, 0], ordered[:, 1]
-        diffs = [s.add_public(s.sub(hi[t - 1:t - 1 + n], hi[:n]), -(t - 1))]
+        diffs = [s.add_public(s.sub(hi[j:j + n], hi[:n]), -j) for j in range(1, t)]
         diffs += [s.sub(lo[j:j + n], lo[:n]) for j in range(1, t)]
         held_by_all = await bit_to_arith(s, await _all_zero(s, diffs))
         widths = [values.shape[1] for _, values in parts]
