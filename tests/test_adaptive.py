@@ -378,8 +378,9 @@ def _coin(correct: int, made: int) -> bool:
 
 
 def test_a_high_mac_error_does_not_reveal_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the hypotheses differ in t when r_w and r_c (the rank of J in H1) are odd: 1 in 4
-    # (20 trials of 400 expected 100: the bound is 8 standard deviations away)
+    # the hypotheses differ in t when r_w and r_c (the rank of J in H1) are odd: 1 in 4 (60
+    # of 277 trials on three other seed sets): 20 of at most 400 is 8 standard deviations
+    # below the 87 expected
     correct = _parity_guesses(Spdz3, 20, 400, monkeypatch)
     assert _coin(correct, 40), f"{correct} of 40 guesses right"
     known = _parity_guesses(KnownCoefficients, 6, 200, monkeypatch)
@@ -431,8 +432,8 @@ def test_a_high_mac_error_reaching_value_only_data_does_not_reveal_it(
     def attack() -> MacCompensation:
         return SelectionMacError(0, last, 1 << 126)
 
-    # a trial tells the hypotheses apart with probability about 1/8 (20 of 600 trials, 75
-    # expected: the bound is 7 standard deviations away)
+    # a trial tells the hypotheses apart with probability about 1/8 (80 of 656 trials on
+    # four other seed sets): 20 of at most 600 is 6 standard deviations below the 73 expected
     correct = _parity_guesses(Spdz3, 20, 600, monkeypatch, attack)
     assert _coin(correct, 40), f"{correct} of 40 guesses right"
     known = _parity_guesses(KnownCoefficients, 6, 300, monkeypatch, attack)
