@@ -334,18 +334,25 @@ def _seeded_keys(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
                         hashlib.sha256(f"public:{seed}".encode()).digest()[:KEY_BYTES])
 
 
-def _parity_guesses(cls: type[Scheme], trials: int, monkeypatch: pytest.MonkeyPatch,
-                    attack_of: Callable[[], MacCompensation] | None = None
-                    ) -> tuple[int, int]:
+def _parity_guesses(cls: type[Scheme], wanted: int, most: int,
+                    monkeypatch: pytest.MonkeyPatch,
+                    attack_of: Callable[[], MacCompensation] | None = None) -> int:
     """2^127 on MAC(D[0, J]), no compensation; the cheater predicts for each hypothesis
     whether the check passes (t = 2^127 (r_in + r_w (T r)[J]) = 0 iff that sum is even, r
     Freivalds' public vector and r_in, r_w the coefficients,
     with the coefficients it knows) and, where the predictions differ, guesses the secret
-    from the outcome; ``attack_of`` gives another such strategy, on value-only data. Returns
-    (guesses made, correct guesses)."""
+    from the outcome; ``attack_of`` gives another such strategy, on value-only data.
+    Trials (seeds 0, 1, ...) run on H0 until ``wanted`` of them tell the hypotheses apart,
+    at most ``most`` (fewer fails the test); those also run on H1, with the same coin (it
+    does not depend on the data). Returns how many of the 2 ``wanted`` guesses were right.
+    A fixed number of guesses, not of trials: a trial tells the hypotheses apart with
+    probability 1/8 to 1/4 only, so that a count of trials left the guesses too few."""
     s = SECRETS["selected"]
     made = correct = 0
-    for trial in range(trials):
+    for trial in range(most):
+        if made == 2 * wanted:
+            break
+        predicted: list[bool] | None = None
         for truth in (0, 1):
             data = (s.h0, s.h1)[truth]
             _seeded_keys(monkeypatch, trial)
@@ -353,20 +360,31 @@ def _parity_guesses(cls: type[Scheme], trials: int, monkeypatch: pytest.MonkeyPa
                       if attack_of is None else attack_of())
             ran = _job(cls, data, attack, value_only=attack_of is not None)
             completed = _verdict(ran, 0, data)[0] == "completed"
-            predicted = [attack.tested(h) == 0 for h in (s.h0, s.h1)]
-            if predicted[0] != predicted[1]:  # the outcome would tell the hypotheses apart
-                made += 1
-                correct += predicted[truth] == completed
-    return made, correct
+            seen = [attack.tested(h) == 0 for h in (s.h0, s.h1)]
+            assert predicted in (None, seen)
+            predicted = seen
+            if predicted[0] == predicted[1]:  # the outcome would not tell them apart
+                break
+            made += 1
+            correct += predicted[truth] == completed
+    assert made == 2 * wanted, f"{made // 2} of {most} trials tell the hypotheses apart"
+    return correct
+
+
+def _coin(correct: int, made: int) -> bool:
+    """Whether ``correct`` of ``made`` guesses could come from a fair coin: at most 3/4 (40
+    guesses: p < 0.001). A cheater that reads the secret is right every time."""
+    return correct <= 0.75 * made
 
 
 def test_a_high_mac_error_does_not_reveal_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the hypotheses differ in t when r_w and r_c (the rank of J in H1) are odd: 1 in 4
-    made, correct = _parity_guesses(Spdz3, 80, monkeypatch)
-    assert made >= 20
-    assert correct <= 0.75 * made, f"{correct} of {made} guesses right"  # fair coin: p < 0.002
-    known_made, known_correct = _parity_guesses(KnownCoefficients, 16, monkeypatch)
-    assert known_made >= 4 and known_correct == known_made  # positive control
+    # the hypotheses differ in t when r_w and r_c (the rank of J in H1) are odd: 1 in 4 (60
+    # of 277 trials on three other seed sets): 20 of at most 400 is 8 standard deviations
+    # below the 87 expected
+    correct = _parity_guesses(Spdz3, 20, 400, monkeypatch)
+    assert _coin(correct, 40), f"{correct} of 40 guesses right"
+    known = _parity_guesses(KnownCoefficients, 6, 200, monkeypatch)
+    assert known == 12 and not _coin(known, 12)  # positive control: the test can fail
 
 
 class SelectionMacError(MacCompensation):
@@ -414,11 +432,12 @@ def test_a_high_mac_error_reaching_value_only_data_does_not_reveal_it(
     def attack() -> MacCompensation:
         return SelectionMacError(0, last, 1 << 126)
 
-    made, correct = _parity_guesses(Spdz3, 80, monkeypatch, attack)
-    assert made >= 20
-    assert correct <= 0.75 * made, f"{correct} of {made} guesses right"
-    known_made, known_correct = _parity_guesses(KnownCoefficients, 16, monkeypatch, attack)
-    assert known_made >= 4 and known_correct == known_made  # positive control
+    # a trial tells the hypotheses apart with probability about 1/8 (80 of 656 trials on
+    # four other seed sets): 20 of at most 600 is 6 standard deviations below the 73 expected
+    correct = _parity_guesses(Spdz3, 20, 600, monkeypatch, attack)
+    assert _coin(correct, 40), f"{correct} of 40 guesses right"
+    known = _parity_guesses(KnownCoefficients, 6, 300, monkeypatch, attack)
+    assert known == 12 and not _coin(known, 12)  # positive control: the test can fail
 
 
 # -- active3: compensated AND errors -------------------------------------------------------

@@ -35,6 +35,10 @@ def _bundle(index: object, body: bytes = b"") -> np.ndarray:
     (_bundle({"a": 1}), "not a list"),
     (_bundle([[0, "|O", [1]]], b"\0" * 8), "bad entry"),
     (_bundle([[0, "<u8", [-1]]]), "bad entry"),
+    (_bundle([[0, "<u8", [0, 2 ** 63]]]), "bad entry"),  # numpy: "maximum dimension"
+    (_bundle([[0, "<u8", [0, 2 ** 62]]]), "bad entry"),  # numpy: "array is too big"
+    (_bundle([[0, "<u8", [0, 1 << 20, 1 << 20, 1 << 20]]]), "bad entry"),
+    (_bundle([[0, "<u8", [True]]], b"\0" * 8), "bad entry"),
     (_bundle([[0, "<u8", [2]]], b"\0" * 8), "past the end"),
     (_bundle([[0, "<u8", [1]], [0, "<u8", [1]]], b"\0" * 16), "twice"),
     (_bundle([[0, "<u8", [1]]], b"\0" * 16), "after the last array"),

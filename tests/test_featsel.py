@@ -76,8 +76,8 @@ def test_multiclass_constant_features_and_ties(scheme: str, n_classes: int) -> N
 
 
 def test_rounds_constant_and_bytes_linear() -> None:
-    """Rounds do not depend on m, p and k, within one width of the narrow sign test of the
-    counts (``compare.signed_bits``: 9 and 11 bits here, lanes of 16)."""
+    """Rounds do not depend on m, p and k, within one width of the narrow sign tests of counts
+    and ranks (``compare.signed_bits``: 9 to 11 bits here, lanes of 16)."""
     figures = {}
     for m, p, k in [(128, 8, 2), (512, 8, 2), (128, 32, 2), (128, 32, 20)]:
         _, _, report = private_selection("passive3", _synthetic(m, p, 2, seed=m + p), k)

@@ -191,6 +191,30 @@ def test_binary() -> None:
     np.testing.assert_array_equal(shr, x >> U64(7))
 
 
+def test_only_masked_openings_run_inside_a_group_of_computations() -> None:
+    """open and open_binary reveal results, after the checks: refused inside
+    ``RoundEngine.together``; open_masked (``b2a_masked``'s uniformly masked w - r) is not."""
+    x = values(13)
+
+    async def body(s: Rep4, x: Shared) -> list[object]:
+        refused = []
+        for name, step in (("open", s.open), ("open_binary", s.open_binary)):
+            try:
+                await s.engine.together(step(x), s.mul(x, x))
+            except RuntimeError as exc:
+                assert "inside RoundEngine.together" in str(exc)
+                refused.append(name)
+        opened, square = await s.engine.together(s.open_masked(x), s.mul(x, x))
+        xored, _ = await s.engine.together(s.open_masked(x, binary=True), s.mul(x, x))
+        return [refused, opened, await s.open(square), xored, await s.open_binary(x)]
+
+    refused, opened, square, xored, alone = agreed(run(body, {"x": x}))
+    assert refused == ["open", "open_binary"]
+    np.testing.assert_array_equal(opened, x)
+    np.testing.assert_array_equal(square, x * x)
+    np.testing.assert_array_equal(xored, alone)  # the XOR of the components, as outside
+
+
 def test_components() -> None:
     x = values(12)
 

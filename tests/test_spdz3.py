@@ -619,7 +619,8 @@ def test_a_verify_that_leaves_a_check_pending_is_refused() -> None:
 def test_no_check_or_opening_runs_inside_a_group_of_computations() -> None:
     """Inside ``RoundEngine.together`` another member's rounds would travel with a check's, and
     an opening would run while the other members still queue records: verify, checkpoint,
-    open and a pending input check are refused there, masked openings and products are not."""
+    open, output_matmul (its Freivalds coin) and a pending input check are refused there,
+    masked openings and products are not."""
     shares = rep3.share(np.arange(4, dtype=U64))
 
     async def party(engine: RoundEngine) -> list[str]:
@@ -627,7 +628,9 @@ def test_no_check_or_opening_runs_inside_a_group_of_computations() -> None:
         (x,) = await s.input(shares[engine.party])
         refused = []
         for name, step in (("verify", s.verify), ("checkpoint", s.checkpoint),
-                           ("open", lambda: s.open(x)), ("output", lambda: s.output(x))):
+                           ("open", lambda: s.open(x)), ("output", lambda: s.output(x)),
+                           ("output_matmul",
+                            lambda: s.output_matmul(x.reshape(2, 2), x.reshape(2, 2)))):
             try:
                 await engine.together(step(), s.mul(x, x))
             except RuntimeError as exc:
@@ -647,5 +650,5 @@ def test_no_check_or_opening_runs_inside_a_group_of_computations() -> None:
         return list(await asyncio.gather(*(party(e) for e in engines)))
 
     for out in asyncio.run(main()):
-        assert out == ["verify", "checkpoint", "open", "output", "input check",
+        assert out == ["verify", "checkpoint", "open", "output", "output_matmul", "input check",
                        str(np.full(4, True))]

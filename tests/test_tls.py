@@ -76,6 +76,16 @@ def test_malformed_frames_are_refused(mutate: Any, words: str) -> None:
         _feed(FrameDecoder(1 << 20, "bob (h:1)"), data, 1 << 20)
 
 
+@pytest.mark.parametrize("shape", [[0, 2 ** 63], [0, 2 ** 62], [0, 1 << 20, 1 << 20, 1 << 20]])
+def test_an_empty_array_with_a_huge_dimension_is_refused(shape: list[int]) -> None:
+    """numpy would raise its own ValueError making such an empty array."""
+    import msgpack
+    packed = msgpack.packb({"k": "a", "dt": "<u8", "sh": shape})
+    data = PREFIX.pack(b"MPC1", len(packed), 0) + packed
+    with pytest.raises(PeerError, match="bad shape"):
+        _feed(FrameDecoder(1024), data, 64)
+
+
 def test_header_that_is_not_a_map_is_refused() -> None:
     import msgpack
     packed = msgpack.packb([1, 2])

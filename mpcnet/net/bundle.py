@@ -15,7 +15,6 @@ error or a silently wrong split.
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Mapping
 
@@ -23,7 +22,7 @@ import msgpack
 import numpy as np
 
 from mpcnet.errors import PeerError
-from mpcnet.net.framing import ALLOWED_DTYPES, MAX_DIMS, MAX_HEADER
+from mpcnet.net.framing import ALLOWED_DTYPES, MAX_HEADER, shape_bytes
 
 _HLEN = struct.Struct("<Q")
 _ALIGN = 8
@@ -75,14 +74,15 @@ def unpack(bundle: np.ndarray, peer: str) -> dict[int, np.ndarray]:
     offset = _aligned(_HLEN.size + hlen)
     for entry in index:
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int)
-                and entry[1] in ALLOWED_DTYPES and isinstance(entry[2], list)
-                and len(entry[2]) <= MAX_DIMS
-                and all(isinstance(d, int) and d >= 0 for d in entry[2])):
+                and entry[1] in ALLOWED_DTYPES):
             raise fail(f"bad entry {entry!r:.80}")
-        tag, dtype, shape = entry[0], np.dtype(entry[1]), tuple(entry[2])
+        tag, dtype = entry[0], np.dtype(entry[1])
+        nbytes = shape_bytes(dtype, entry[2])
+        if nbytes is None:
+            raise fail(f"bad entry {entry!r:.80}")
         if tag in out:
             raise fail(f"tag {tag} twice")
-        nbytes = math.prod(shape) * dtype.itemsize
+        shape = tuple(entry[2])
         if offset + nbytes > bundle.size:
             raise fail(f"array {tag} runs past the end")
         out[tag] = bundle[offset:offset + nbytes].view(dtype).reshape(shape)

@@ -146,9 +146,17 @@ class RoundEngine:
         return await answer
 
     def alone(self, what: str) -> None:
-        """Refuse ``what`` inside ``together``: a scheme's check or opening (``Scheme.verify``
-        and what calls it) must see every value it tests fixed, and a member's check would
-        run while the other members still compute, their openings in its rounds."""
+        """Refuse ``what`` inside ``together``. Refused there: a scheme's checks
+        (``verify``, ``checkpoint``, a pending input check) and coins (spdz3's
+        ``output_matmul``: Freivalds' vector), which must draw their randomness after every
+        value they test is fixed while the other members still compute; and the openings of
+        results (``open``, ``open_binary`` of spdz3 and rep4, spdz3's ``output``), which run
+        those checks first (rep4's ``output`` only when inputs are pending: its ``verify`` is
+        the input check alone). Allowed: ``open_masked`` (``b2a_masked``'s w - r, a perfect
+        truncation's x + r), which reveals a value masked uniformly over the ring and so
+        nothing of the data, whatever a cheater or the other members do; rep4 vouches for it
+        in its own round (the second holder's digest), spdz3 leaves its MAC records to the
+        job's next ``verify``. rep3 (passive) has no checks and guards nothing."""
         if _MEMBER.get() is not None:
             raise RuntimeError(f"party {self.party}: {what} inside RoundEngine.together; run "
                                "checks and openings after the group")
@@ -160,10 +168,11 @@ class RoundEngine:
 
         Every party must pass the same members in the same order, and a member may await
         nothing but this engine's exchanges (no sleeps, no other tasks, no phases of its
-        own, no checks or openings: ``alone``): after each round the members resume one after
-        another in their order, each until its next exchange, so their local steps (a
-        scheme's correlated randomness, its queued check records) happen in the same order at
-        every party. The first member to fail cancels the others and its error is raised."""
+        own, no checks, coins or unmasked openings: ``alone``): after each round the members
+        resume one after another in their order, each until its next exchange, so their local
+        steps (a scheme's correlated randomness, its queued check records) happen in the same
+        order at every party. The first member to fail cancels the others and its error is
+        raised."""
         if not jobs:
             return []
         group = _Group(len(jobs))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpcnet.ops.compare import ltz, msb
+from mpcnet.ops.compare import ltz, msb, signed_bits
 from mpcnet.ops.convert import bit_to_arith
 from mpcnet.ops.fraction import Fractions, cascade, digits_of_products, sign_tests
 from mpcnet.schemes.base import Scheme, Shared
@@ -43,14 +43,12 @@ async def ranks_from_differences(s: Scheme, diff: Shared, p: int) -> Shared:
 
 
 async def selection_matrix(s: Scheme, rank: Shared, k: int) -> Shared:
-    """The p x k 0/1 matrix T with `T[j][r] = [rank_j == r]` (Protocol 1's T). The ranks are
-    below p, so a narrow sign test (``msb`` bits) would do, but it moved the samples of
-    tests/test_adaptive.py's value-only MAC attack below that test's power: kept at 64 bits
-    until that is understood."""
+    """The p x k 0/1 matrix T with `T[j][r] = [rank_j == r]` (Protocol 1's T); 0 <= rank < p,
+    so the sign tests of rank_j - r - 1 are only as wide as max(p, k) needs."""
     p = rank.shape[0]
     thresholds = np.arange(1, k + 1, dtype=np.int64)[None, :]
     at_most = await ltz(s, s.add_public(rank.reshape(p, 1).broadcast_to((p, k)),
-                                     -thresholds))
+                                     -thresholds), signed_bits(max(p, k)))
     shifted = np.zeros(at_most.data.shape, dtype=np.uint64)
     shifted[..., 1:] = at_most.data[..., :-1]
     return s.sub(at_most, Shared(shifted, s.lead))

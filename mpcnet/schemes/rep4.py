@@ -460,7 +460,13 @@ class Rep4(Scheme):
         return h.digest()
 
     async def open(self, x: Shared) -> np.ndarray:
+        self.engine.alone("open")
         return await self._open(x, binary=False)
+
+    async def open_masked(self, x: Shared, binary: bool = False) -> np.ndarray:
+        """x, uniformly masked (``Scheme.open_masked``): the one opening allowed inside
+        ``RoundEngine.together`` (``RoundEngine.alone``)."""
+        return await self._open(x, binary)
 
     def _random_words(self, shape: tuple[int, ...]) -> np.ndarray:
         """Component c from K_c: every holder derives it, party c never sees it."""
@@ -522,6 +528,7 @@ class Rep4(Scheme):
         return Shared(z.reshape((3,) + shape), 1, True)
 
     async def open_binary(self, x: Shared) -> np.ndarray:
+        self.engine.alone("open_binary")
         return await self._open(x, binary=True)
 
     # -- conversions -----------------------------------------------------------------------

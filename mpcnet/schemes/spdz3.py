@@ -273,7 +273,9 @@ class Spdz3(Rep3Wide):
         and its salted digest to the next (``commitment``); round 2: the coin words and the
         digest relayed to the terms' receiver, which checks it, so the cheater's errors on z
         are fixed before r exists; round 3: w = x (y r), MAC'd. u = z r - w joins the MAC
-        zero test. z is value-only (``_authenticated``)."""
+        zero test. z is value-only (``_authenticated``). Refused inside
+        ``RoundEngine.together`` (``alone``): its coin is check randomness."""
+        self.engine.alone("output_matmul (its Freivalds coin)")
         if not _authenticated(x):  # refused now, not after the commitment and the coin
             _require_mac(y)
         term = ring128.matmul(*replicated_factors(x.data[:, :, VALUE], y.data[:, :, VALUE]))
