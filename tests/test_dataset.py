@@ -10,6 +10,7 @@ import pytest
 
 from mpcnet.dataset import (
     BUNDLED,
+    MISSING_CATEGORY,
     EncodingOptions,
     bundled,
     class_codes,
@@ -77,11 +78,35 @@ def test_missing_zero_and_mean(tmp_path: Path) -> None:
 
 
 def test_ordinal_codes_sorted_categories(tmp_path: Path) -> None:
-    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\n,3,p\ngreen ,4,q\nred,5,p\n")
-    table = read_csv(path, label="y", options=EncodingOptions("ordinal", "zero"))
+    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\ngreen ,4,q\nred,5,p\n")
+    table = read_csv(path, label="y", options=EncodingOptions("ordinal"))
     assert table.categories == {"c": ["blue", "green", "red"]}
-    assert table.values[:, 0].tolist() == [2, 0, 0, 1, 2]  # the missing cell becomes 0
+    assert table.values[:, 0].tolist() == [2, 0, 1, 2]
+    assert table.values[:, 1].tolist() == [1, 2, 4, 5]
+
+
+@pytest.mark.parametrize("missing", ["zero", "mean"])
+def test_a_categorical_gap_is_a_category_of_its_own_never_a_number(tmp_path: Path,
+                                                                  missing: str) -> None:
+    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\n,3,p\ngreen ,4,q\nred,5,p\n")
+    table = read_csv(path, label="y", options=EncodingOptions("ordinal", missing))  # type: ignore[arg-type]
+    assert table.categories == {"c": [MISSING_CATEGORY, "blue", "green", "red"]}
+    assert table.values[:, 0].tolist() == [3, 1, 0, 2, 3]  # the gap is "(missing)", code 0
     assert table.values[:, 1].tolist() == [1, 2, 3, 4, 5]
+
+
+def test_a_categorical_gap_takes_the_mode_if_asked(tmp_path: Path) -> None:
+    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\n,3,p\nblue ,4,q\nred,5,p\n?,6,q\n")
+    options = EncodingOptions("ordinal", "mean", missing_categorical="mode")
+    table = read_csv(path, label="y", options=options)
+    assert table.categories == {"c": ["blue", "red"]}  # blue and red tie: the first listed
+    assert table.values[:, 0].tolist() == [1, 0, 0, 0, 1, 0]
+    refused = EncodingOptions("ordinal", "zero", missing_columns={"c": "refuse"})
+    with pytest.raises(InputError, match=r"row 3 \(line 4\), column 'c': missing value"):
+        read_csv(path, label="y", options=refused)
+    with pytest.raises(InputError, match="column 'n' is numeric; its missing policy 'mode'"):
+        read_csv(write(tmp_path, "n,y\n1,p\n,q\n", "n.csv"), label="y",
+                 options=EncodingOptions(missing_columns={"n": "mode"}))
 
 
 def test_known_categories_are_reused_and_extended(tmp_path: Path) -> None:
@@ -103,7 +128,7 @@ def test_mostly_numeric_column_is_not_coded_unless_named(tmp_path: Path) -> None
             label="y", options=ORDINAL)
     coded = EncodingOptions("ordinal", "zero", ordinal_columns=("a",))
     table = read_csv(path, label="y", options=coded)
-    assert table.categories == {"a": ["1", "2", "3O", "4"], "b": ["x", "y", "z"]}
+    assert table.categories == {"a": ["1", "2", "3O", "4"], "b": [MISSING_CATEGORY, "x", "y", "z"]}
     named = read_csv(path, label="y", drop=("b",),
                      options=EncodingOptions(ordinal_columns=("a",)))
     assert named.categories == {"a": ["1", "2", "3O", "4"]}
