@@ -44,7 +44,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("share", help="secret-share a CSV file as a contribution to a dataset")
-    s.add_argument("file", type=Path, help="the CSV file (plain or gzip, UTF-8, header row)")
+    s.add_argument("file", type=Path, help="the CSV file (plain or gzip, UTF-8, header row) "
+                   "or Parquet file (with pip install 'mpcnet[parquet]')")
     s.add_argument("--dataset", required=True, help="the dataset it contributes to (created "
                    "by its first contribution)")
     _encoding_options(s)
@@ -57,6 +58,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--security", help="the setting you share for: passive3, active3 (then no "
                    "job on the dataset runs under passive3) or active4 (default: passive3 "
                    "with 3 servers, active4 with 4)")
+
+    s = sub.add_parser("withdraw", help="withdraw your contribution to a dataset from every "
+                       "server (the dataset goes when no contribution is left)")
+    s.add_argument("--dataset", required=True, help="the dataset you contributed to")
 
     s = sub.add_parser("schema", help="print a dataset's schema as a TOML file (owners)")
     s.add_argument("--dataset", required=True, help="the dataset")
@@ -86,8 +91,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", required=True, help="the dataset to select from")
     s.add_argument("--k", required=True, type=int, help="how many features to keep")
     _score_option(s)
-    s.add_argument("--security", help="passive3 | active3 | active4 (default: passive3 with "
-                   "3 servers, active4 with 4)")
+    s.add_argument("--security", help="passive3 | active3 | active4 (default: the setting "
+                   "the dataset's owners shared for if active, else passive3 with 3 servers, "
+                   "active4 with 4)")
     s.add_argument("--result", required=True, help="name under which D' is stored")
     s.add_argument("--share-with", nargs="*", default=[], metavar="ANALYST",
                    help="other analysts who may see the job and fetch its result (default: "
@@ -140,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
                    "readable by you only)")
     s.add_argument("--force", action="store_true",
                    help="replace an existing --out file or shares (default: refuse)")
+    for command in sub.choices.values():  # --json after the command too
+        command.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                             help="print machine-readable JSON (default: text)")
     return p
 
 
@@ -175,11 +184,25 @@ def _encoding_options(s: argparse.ArgumentParser) -> None:
                    help="columns coded as categories whatever their cells look like "
                         "(default: none)")
     s.add_argument("--missing", choices=("refuse", "zero", "mean"), default="refuse",
-                   help="empty, NA, NaN or ? cells: refuse them, put 0, or put the column's "
-                        "mean in this file (default: refuse)")
+                   help="empty, NA, NaN or ? cells: refuse them, or fill them: a numeric "
+                        "column's with 0 or the column's mean in this file, a categorical "
+                        "column's as --missing-categorical says (default: refuse)")
+    s.add_argument("--missing-categorical", choices=("category", "mode"), default="category",
+                   help="a categorical column's gaps, unless refused: a category of their own, "
+                        "'(missing)', or the column's most frequent category in this file "
+                        "(default: category)")
+    s.add_argument("--delimiter", default=",", type=_char, metavar="CHAR",
+                   help="the CSV delimiter: one character, tab as \\t or tab (default: ,)")
+    s.add_argument("--quote", default='"', type=_char, metavar="CHAR",
+                   help='the CSV quote character (default: ")')
     s.add_argument("--drop", nargs="*", default=[], metavar="COL",
                    help="columns to leave out (default: none)")
 
+
+
+def _char(text: str) -> str:
+    """A delimiter or quote character as typed (tab as \\t or tab)."""
+    return "\t" if text in ("\\t", "tab", "TAB") else text
 
 
 def _fmt_bytes(n: float) -> str:
@@ -286,13 +309,26 @@ async def _run(args: argparse.Namespace) -> int:
                                layout=args.layout or "rows", categorical=args.categorical,
                                missing=args.missing, drop=tuple(args.drop),
                                ordinal=tuple(args.ordinal), security=args.security,
-                               schema=args.schema, release=release(args))
+                               schema=args.schema, release=release(args),
+                               missing_categorical=args.missing_categorical,
+                               delimiter=args.delimiter, quotechar=args.quote)
+            added = ([f"new classes {s.new_classes}"] if s.new_classes else []) + [
+                f"new categories of {c!r}: {cats}" for c, cats in s.new_categories.items()]
             print_result(args, s.__dict__,
                    f"shared {s.rows} rows x {s.columns} columns"
                    f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
                    f"{s.dataset!r} ({s.total_rows} rows now); {_fmt_bytes(s.bytes_per_server)} "
                    f"to each server in {s.seconds:.2f} s"
-                   + (f"; {s.schema}" if s.schema else ""))
+                   + (f"; {s.schema}" if s.schema else "")
+                   + "".join(f"\n  {line}" for line in added))
+            return 0
+        if args.cmd == "withdraw":
+            w = await cl.withdraw(args.dataset)
+            print_result(args, w, f"withdrew your contribution to {w['dataset']!r} from "
+                         f"{', '.join(w['servers'])}"
+                         + ("; no contribution is left, the dataset is gone"
+                            if w["dataset_removed"] else "; the other owners' contributions "
+                            "stay"))
             return 0
         if args.cmd == "select":
             job = await cl.select(args.dataset, args.k, args.result, security=args.security,

@@ -38,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from mpcnet.dataset import EncodingOptions, read_csv
     from mpcnet.parties.declared import draft
 
-    options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal))
+    options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal),
+                              missing_categorical=args.missing_categorical,
+                              delimiter=args.delimiter, quotechar=args.quote)
     if args.cmd == "draft-schema":
         if args.label is None:
             raise InputError("a schema names the label column: pass --label COLUMN")

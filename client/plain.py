@@ -53,22 +53,24 @@ def expected_selection(files: Sequence[str | Path], k: int, *, label: str | None
 
     if not files:
         raise InputError("give at least one CSV file")
+    options = options or EncodingOptions()
     view: dict[str, Any] | None = None
     parts: list[Encoded] = []
     entries: list[dict[str, Any]] = []
     for i, path in enumerate(files):
         # by columns, one file carries the label: the first that has the label column
-        has_label = label is not None and (layout == "rows" or label in read_header(path))
+        has_label = label is not None and (layout == "rows"
+                                           or label in read_header(path, options.dialect))
         if layout == "columns" and any(p.codes is not None for p in parts):
             has_label = False
-        done = encode_contribution(path, view, dataset="local", owner=f"owner-{i + 1}",
+        done = encode_contribution(path, view, dataset="", owner=f"owner-{i + 1}",
                                    layout=layout, sharing="passive3", security="passive3",
                                    label=label if has_label else None, drop=drop,
-                                   options=options or EncodingOptions(),
+                                   options=options,
                                    declared=declared if i == 0 else None)
         parts.append(done)
         entries.append(dict(catalog.entry(done.meta, f"owner-{i + 1}"), seq=i + 1))
-        manifest = catalog.assemble("local", layout, "passive3", entries)
+        manifest = catalog.assemble("", layout, "passive3", entries)
         view = manifest | {"owners": [e["owner"] for e in entries]}
     assert view is not None
     schema = view["schema"]

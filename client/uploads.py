@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,8 @@ times this: bounded memory and frames whatever the file's size)."""
 @dataclass
 class ShareSummary:
     """What one ``share`` did; ``schema`` says how the file was read if a declared schema
-    decided it."""
+    decided it; ``new_classes`` and ``new_categories``, what it added to the dataset's
+    lists (a later owner's classes and categories that no earlier one had)."""
 
     dataset: str
     rows: int
@@ -44,6 +45,8 @@ class ShareSummary:
     seconds: float
     bytes_per_server: int
     schema: str | None = None
+    new_classes: list[str] = field(default_factory=list)
+    new_categories: dict[str, list[str]] = field(default_factory=dict)
 
 
 def read_declared(path: str | Path) -> Any:
@@ -65,11 +68,13 @@ class Sharing(Connections):
                     layout: str = "rows", categorical: str = "refuse", missing: str = "refuse",
                     drop: tuple[str, ...] = (), ordinal: tuple[str, ...] = (),
                     security: str | None = None, schema: str | Path | None = None,
-                    release: tuple[str, ...] = ("values",), table: Any = None
-                    ) -> ShareSummary:
+                    release: tuple[str, ...] = ("values",), table: Any = None,
+                    missing_categorical: str = "category", delimiter: str = ",",
+                    quotechar: str = '"') -> ShareSummary:
         """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``;
         ``schema`` is a declared schema's TOML file (for a new dataset), ``release`` what an
-        analyst may receive of results on it (``catalog.RELEASES``; () for shares only)."""
+        analyst may receive of results on it (``catalog.RELEASES``; () for shares only); the
+        reading options as ``dataset.EncodingOptions``."""
         from mpcnet.dataset import EncodingOptions
         from mpcnet.schemes import registry
 
@@ -84,7 +89,9 @@ class Sharing(Connections):
             raise InputError(f"{security} needs {n} servers; the deployment has "
                              f"{len(self.dep.servers)}")
         options = EncodingOptions(categorical, missing,  # type: ignore[arg-type]
-                                  ordinal_columns=ordinal)
+                                  ordinal_columns=ordinal,
+                                  missing_categorical=missing_categorical,  # type: ignore[arg-type]
+                                  delimiter=delimiter, quotechar=quotechar)
         declared = None if schema is None else read_declared(schema)
         sessions = await self.sessions_for(list(self.dep.servers[:n]))
         given = table
@@ -112,7 +119,7 @@ class Sharing(Connections):
                             time.perf_counter() - t0, nbytes,
                             None if done.declared is None else
                             f"read by the dataset's declared schema (missing = "
-                            f"{done.declared.missing})")
+                            f"{done.declared.missing})", *_added(view if fixed else None, meta))
 
     async def schema_toml(self, dataset: str) -> str:
         """The dataset's schema as a TOML file: the declared one, or the one its contributions
@@ -226,6 +233,35 @@ class Sharing(Connections):
             raise
         return sent
 
+    # -- withdraw -------------------------------------------------------------------------------
+    async def withdraw(self, dataset: str) -> dict[str, Any]:
+        """Withdraw this owner's contribution to ``dataset`` from every server that holds it
+        (``parties.uploads.withdraw_dataset`` states the rule each server checks). Every
+        server must answer and agree on the dataset first; nothing is withdrawn otherwise.
+        A second run finishes a withdrawal that a server's failure cut short."""
+        check_name("dataset", dataset)
+        sessions = await self.sessions_for(list(self.dep.servers))
+        views = [(await s.request("schema", dataset=dataset))["manifest"] for s in sessions]
+        holding = [(s, v) for s, v in zip(sessions, views, strict=True)
+                   if v is not None and self.identity in v["owners"]]
+        if not holding:
+            raise InputError(f"no server holds a contribution of {self.identity} to dataset "
+                             f"{dataset!r}; nothing to withdraw")
+        digests = {v["digest"] for _, v in holding}
+        if len(digests) > 1:
+            raise InputError(f"dataset {dataset!r}: the servers that hold your contribution "
+                             "disagree about the dataset (an upload in progress?); withdraw "
+                             "again once it has ended")
+        digest = digests.pop()
+        answers = await asyncio.gather(*(s.request("withdraw", dataset=dataset, digest=digest)
+                                         for s, _ in holding), return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+        return {"dataset": dataset, "servers": [s.name for s, _ in holding],
+                "withdrawn": sorted({i for a in answers for i in a["withdrawn"]}),  # type: ignore[index]
+                "dataset_removed": not any(a["remaining"] for a in answers)}  # type: ignore[index]
+
     @staticmethod
     async def _quietly(sessions: list[ServerSession], op: str, **args: Any) -> None:
         async def one(s: ServerSession) -> None:
@@ -235,3 +271,15 @@ class Sharing(Connections):
                 pass
         await asyncio.gather(*(one(s) for s in sessions if not s.conn.closed))
 
+
+
+def _added(view: dict[str, Any] | None, meta: dict[str, Any]
+           ) -> tuple[list[str], dict[str, list[str]]]:
+    """The classes and categories that ``meta`` adds to the dataset split by rows ``view``."""
+    if view is None:
+        return [], {}
+    schema = view["schema"]
+    classes = (meta["classes"] or [])[len(schema["classes"] or []):]
+    categories = {c: cats[len(schema["categories"].get(c, [])):]
+                  for c, cats in meta["categories"].items()}
+    return classes, {c: cats for c, cats in categories.items() if cats}

@@ -24,7 +24,7 @@ from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError, Storage
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.parties import access, catalog
-from mpcnet.parties.uploads import Upload, withdraw
+from mpcnet.parties.uploads import Upload, withdraw, withdraw_dataset
 
 if TYPE_CHECKING:
     from mpcnet.parties.server import PartyServer
@@ -176,6 +176,16 @@ class ClientSession:
         return {"aborted": up is not None and up.abort()}
 
     async def op_withdraw(self, args: dict[str, Any]) -> dict[str, Any]:
+        if "digest" in args:  # mpc-client withdraw: all of this owner's contributions
+            ds = args.get("dataset")
+            busy = any(j.active and j.kind == "select" and j.dataset == ds
+                       for j in self.s.jobs.jobs.values())
+            ids = withdraw_dataset(self.s.storage, self.s.dep, self.name, ds,
+                                   args.get("digest"), busy)
+            if ids:
+                log.info("contribution(s) %s by %s withdrawn from %s", ", ".join(ids),
+                         self.name, ds)
+            return {"withdrawn": ids, "remaining": self.s.storage.dataset(str(ds)) is not None}
         removed = withdraw(self.s.storage, self.s.dep, self.name, args.get("dataset", ""),
                            args.get("id"))
         if removed:
