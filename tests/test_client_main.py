@@ -91,7 +91,7 @@ def test_the_demo_checks_its_arguments_before_starting_anything() -> None:
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "mpcnet.client.demo", "--k", "400"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "between 1 and 309" in r.stderr and r.stdout == "", r
+    assert r.returncode == 2 and "between 1 and 310" in r.stderr and r.stdout == "", r
     assert time.monotonic() - t0 < 10  # no server was started
 
 
