@@ -34,10 +34,17 @@ class Selecting(Connections):
         """Sign a request for a selection (its job must start within ``valid_for`` seconds),
         start it on the coordinator and wait for it; returns the job record once every
         server's record shows the job that was asked for."""
-        security = security or default_security(self.dep)
+        security = security or await self._required_security(dataset) or \
+            default_security(self.dep)
         request = JobRequest.new(self.identity, dataset, k, score, security, result,
                                  share_with, valid_for)
         return await self._run_job(request, "select", valid_for, poll, progress)
+
+    async def _required_security(self, dataset: str) -> str | None:
+        """The active setting that the dataset's owners shared it for, as the coordinator
+        lists it (the servers check it again against the signed request)."""
+        listed = (await (await self.session(self.dep.leader)).request("datasets"))["datasets"]
+        return next((d.get("requires") for d in listed if d["name"] == dataset), None)
 
     async def train(self, result: str, model: str, owner: str, *, epochs: int = 200,
                     learning_rate: float = 1.0, l2: float = 1.0,

@@ -351,7 +351,7 @@ async def _run(args: argparse.Namespace) -> int:
             return 0
         if args.cmd == "model":
             check_writable(args.out, args.force)
-            fetched = await cl.fetch(args.model)
+            fetched = await cl.fetch(args.model, what="model")
             model = reconstruct_model(fetched, args.analyst)
             write_model(args.out, model, overwrite=args.force)
             by = fetched.manifest.get("analyst")
@@ -422,10 +422,13 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
                  f"on {_stored_on(by_server, d, 'digest')}/{len(dep.servers)} servers"
                  for d in items]
     elif cmd == "results":
-        lines = [f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
-                 f"({r['score']}, {r['security']}, job {r['job']}, by {r['owner']}"
-                 f"{' for ' + ','.join(r['share_with']) if r['share_with'] else ''})  "
-                 f"on {_stored_on(by_server, r, 'job')}/{len(r['parties'])} servers"
+        lines = [(f"{r['name']:<20} model trained on {r['dataset']!r} ({r['security']}, job "
+                  f"{r['job']}, by {r.get('analyst') or 'an analyst'} for {r['owner']})"
+                  if r.get("kind") == "model" else
+                  f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
+                  f"({r['score']}, {r['security']}, job {r['job']}, by {r['owner']}"
+                  f"{' for ' + ','.join(r['share_with']) if r['share_with'] else ''})")
+                 + f"  on {_stored_on(by_server, r, 'job')}/{len(r['parties'])} servers"
                  for r in items]
     else:
         for j in items:
@@ -437,8 +440,10 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
             if prog:
                 extra = f"{prog.get('phase')}, {prog.get('rounds')} rounds, " \
                         f"{prog.get('elapsed')} s"
-            lines.append(f"{j['id']} {when} {j['state']:<8} {j['dataset']}/k={j['k']}/"
-                         f"{j['security']} -> {j['result']}  {extra}")
+            what = (f"train {j['dataset']}/{j['security']} -> model {j['result']} for "
+                    f"{j.get('model_owner')}" if j.get("kind") == "train" else
+                    f"{j['dataset']}/k={j['k']}/{j['security']} -> {j['result']}")
+            lines.append(f"{j['id']} {when} {j['state']:<8} {what}  {extra}")
     lines += [f"{name}: DOWN ({why})" for name, why in missing.items()]
     return "\n".join(lines) or f"(no {cmd})"
 

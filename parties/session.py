@@ -108,7 +108,7 @@ class ClientSession:
             if access.may_read_result(self.name, m):
                 out.append({k: m.get(k) for k in ("name", "dataset", "job", "k", "score",
                                                   "security", "rows", "parties", "owner",
-                                                  "share_with", "release")}
+                                                  "share_with", "release", "analyst")}
                            | {"kind": m.get("kind", "select")}
                            | {"nonce": m.get("request", {}).get("nonce")})
         return {"results": out}
