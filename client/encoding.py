@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,10 +148,11 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
                              f"cells are read (missing = {declared.missing!r}, categorical "
                              "columns as declared); leave out --categorical, --ordinal and "
                              "--missing")
-        label, options = declared.label, declared.options()
+        label, options = declared.label, replace(declared.options(),
+                                                 delimiter=options.delimiter,
+                                                 quotechar=options.quotechar)
     elif fixed and schema is not None:
-        options = EncodingOptions(options.categorical, options.missing,
-                                  dict(schema["categories"]), options.ordinal_columns)
+        options = replace(options, known_categories=dict(schema["categories"]))
     if table is None:
         table = scan_csv(path, label, drop, options)
     if declared is not None:

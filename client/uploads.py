@@ -22,7 +22,7 @@ import numpy as np
 from mpcnet.client.connection import Connections, ServerSession, default_security
 from mpcnet.client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
-from mpcnet.errors import InputError, MPCError, PeerError
+from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError
 from mpcnet.parties import catalog
 from mpcnet.schemes.registry import sharing_of
 
@@ -240,6 +240,10 @@ class Sharing(Connections):
         server must answer and agree on the dataset first; nothing is withdrawn otherwise.
         A second run finishes a withdrawal that a server's failure cut short."""
         check_name("dataset", dataset)
+        role = self.dep.client(self.identity).role
+        if role != "owner":  # as every server would refuse it (parties.access)
+            raise AccessDenied(f"{self.identity} (role {role}) may not use `mpc-client "
+                               "withdraw`; it needs the role owner")
         sessions = await self.sessions_for(list(self.dep.servers))
         views = [(await s.request("schema", dataset=dataset))["manifest"] for s in sessions]
         holding = [(s, v) for s, v in zip(sessions, views, strict=True)
