@@ -201,3 +201,16 @@ def test_an_owner_withdraws_its_own_contribution_and_the_last_one_removes_the_da
     share(cluster, "hospital-b", files[1], "withdrawn", "--label", "y")  # the name is free
     assert all(d is not None and d["owners"] == ["hospital-b"]
                for d in listed(cluster, "withdrawn"))
+
+
+def test_select_takes_the_active_setting_the_owners_shared_for(cluster: LocalCluster,
+                                                                tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame(rng.normal(size=(24, 3)).round(3), columns=list("abc"))
+    frame["y"] = rng.integers(0, 2, 24)
+    frame.to_csv(tmp_path / "s.csv", index=False)
+    share(cluster, "hospital-a", tmp_path / "s.csv", "secure", "--label", "y", "--security",
+          "active3")
+    job = json.loads(ok(cluster.client("analyst", "select", "--dataset", "secure", "--k", "3",
+                                       "--result", "secure-all", "--json")))
+    assert job["security"] == "active3" and job["k"] == 3  # k = p: every feature
