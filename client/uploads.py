@@ -259,9 +259,15 @@ class Sharing(Connections):
         digest = digests.pop()
         answers = await asyncio.gather(*(s.request("withdraw", dataset=dataset, digest=digest)
                                          for s, _ in holding), return_exceptions=True)
-        for answer in answers:
-            if isinstance(answer, BaseException):
-                raise answer
+        failed = [(s.name, a) for (s, _), a in zip(holding, answers, strict=True)
+                  if isinstance(a, BaseException)]
+        if failed:
+            done = [s.name for (s, _), a in zip(holding, answers, strict=True)
+                    if not isinstance(a, BaseException)]
+            if not done:
+                raise failed[0][1]
+            raise InputError(f"withdrawn from {', '.join(done)} only ({failed[0][0]}: "
+                             f"{failed[0][1]}); run withdraw again to finish")
         return {"dataset": dataset, "servers": [s.name for s, _ in holding],
                 "withdrawn": sorted({i for a in answers for i in a["withdrawn"]}),  # type: ignore[index]
                 "dataset_removed": not any(a["remaining"] for a in answers)}  # type: ignore[index]
