@@ -43,24 +43,28 @@ class ServerSession:
         return self.server.name
 
     @classmethod
-    async def open(cls, dep: Deployment, identity: str, server: ServerConfig,
-                   connect_timeout: float | None = None) -> ServerSession:
+    async def open(cls, dep: Deployment, identity: str, server: ServerConfig) -> ServerSession:
+        """A session with ``server``: connected, TLS handshake done and hello answered, each
+        within ``probe_timeout``, so that a client never waits long on a server that is down
+        or frozen (servers wait longer for each other)."""
         cert, key = dep.identity(identity)
         ctx = client_context(dep.ca, cert, key)
+        probe = dep.timeouts.probe
         conn = await dial(server.name, server.host, server.port, ctx,
-                          max_frame=dep.max_frame_bytes,
-                          deadline=time.monotonic() + (connect_timeout or dep.timeouts.connect),
-                          handshake_timeout=dep.timeouts.handshake)
+                          max_frame=dep.max_frame_bytes, deadline=time.monotonic() + probe,
+                          handshake_timeout=dep.timeouts.handshake, bound="probe_timeout")
         session = cls(server, conn, dep.timeouts.request)
         try:
             conn.send(*wire.encode(wire.ClientHello(identity)))
-            session.info = await session._reply(close=False)
+            session.info = await session._reply(timeout=probe, close=False)
         except HandshakeError:
             raise
         except PeerError as exc:
             if not conn.closed:
                 conn.close()
-                raise
+                raise PeerError(f"{conn.label} did not answer the session's hello within "
+                                f"{probe} s (probe_timeout in the deployment file bounds the "
+                                "wait); is the server overloaded?") from None
             # TLS 1.3 reports a refused client certificate only after the handshake
             raise HandshakeError(
                 f"{conn.label} refused the session before answering ({exc}); most likely it "
@@ -126,12 +130,10 @@ class Connections:
         self.sessions: dict[str, ServerSession] = {}
 
     async def session(self, server: ServerConfig) -> ServerSession:
-        """The session with ``server``, opened if need be within the probe timeout: a client
-        does not wait on a server that is down (servers wait longer for each other)."""
+        """The session with ``server``, opened if need be (within the probe timeout)."""
         s = self.sessions.get(server.name)
         if s is None or s.conn.closed:
-            s = await ServerSession.open(self.dep, self.identity, server,
-                                         connect_timeout=self.dep.timeouts.probe)
+            s = await ServerSession.open(self.dep, self.identity, server)
             self.sessions[server.name] = s
         return s
 
@@ -155,8 +157,7 @@ class Connections:
     # -- status and listings ------------------------------------------------------------------
     async def probe_session(self, server: ServerConfig) -> ServerSession:
         """A fresh, short-lived session (connect within the probe timeout), not kept."""
-        return await ServerSession.open(self.dep, self.identity, server,
-                                        connect_timeout=self.dep.timeouts.probe)
+        return await ServerSession.open(self.dep, self.identity, server)
 
     async def status(self, only: list[str] | None = None, mesh: bool = True
                      ) -> list[dict[str, Any]]:

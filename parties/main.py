@@ -12,37 +12,54 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from mpcnet import __version__, config
 from mpcnet.errors import MPCError
 from mpcnet.net.tls import run
 from mpcnet.parties.heap import keep_freed_memory
+from mpcnet.parties.logs import FORMATS, event, setup_logging
+from mpcnet.parties.metrics import MetricsEndpoint, render
 from mpcnet.parties.server import PartyServer
 
 
-def setup_logging(name: str, level: str) -> None:
-    """Every line names this server; messages never carry a share, a key or a value."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s", force=True)
+@dataclass(frozen=True)
+class Metrics:
+    """Where the metrics view is served (``--metrics-port``, ``--metrics-bind``)."""
+
+    port: int
+    bind: str = "127.0.0.1"
 
 
 async def serve(dep: config.Deployment, name: str, ready_file: Path | None = None,
-                server_class: type[PartyServer] = PartyServer) -> None:
+                server_class: type[PartyServer] = PartyServer,
+                metrics: Metrics | None = None) -> None:
     server = server_class(dep, name)
     await server.start()
+    endpoint = None
+    if metrics is not None:
+        endpoint = MetricsEndpoint(functools.partial(render, server), metrics.bind,
+                                   metrics.port)
+        try:
+            await endpoint.start()
+        except BaseException:
+            await server.stop()
+            raise
     if ready_file is not None:  # lets scripts and benchmarks wait for the listener
         ready_file.write_text(str(dep.server(name).port))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.stopped.set)
     await server.stopped.wait()
-    logging.getLogger("mpcnet.party").info("stopping")
+    logging.getLogger("mpcnet.party").info("stopping", extra=event("server.stopping"))
+    if endpoint is not None:
+        await endpoint.stop()
     await server.stop()
 
 
@@ -57,6 +74,14 @@ def parser() -> argparse.ArgumentParser:
                    help="write the port here once listening (default: none)")
     p.add_argument("--log-level", help="override the deployment's log_level (default: the "
                    "file's, itself INFO by default)")
+    p.add_argument("--log-format", choices=FORMATS, default="text",
+                   help="text lines, or JSON lines with job and peer events (default: text)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve metrics in Prometheus' text format at "
+                        "http://BIND:PORT/metrics (default: no metrics)")
+    p.add_argument("--metrics-bind", default="127.0.0.1", metavar="HOST",
+                   help="the address the metrics port listens on (default: 127.0.0.1, this "
+                        "host only)")
     return p
 
 
@@ -66,10 +91,12 @@ def main(argv: list[str] | None = None, server_class: type[PartyServer] = PartyS
     try:
         dep = config.load(args.config)
         dep.server(args.name)
-        setup_logging(args.name, args.log_level or dep.log_level)
+        setup_logging(args.name, args.log_level or dep.log_level, args.log_format)
         os.umask(0o077)  # whatever this process creates is for its own user only (shares)
         keep_freed_memory()  # a job's large arrays are reused, not faulted in afresh
-        run(serve(dep, args.name, args.ready_file, server_class))
+        metrics = (None if args.metrics_port is None
+                   else Metrics(args.metrics_port, args.metrics_bind))
+        run(serve(dep, args.name, args.ready_file, server_class, metrics))
     except MPCError as exc:
         print(f"mpc-party {args.name}: {exc}", file=sys.stderr)
         return 2

@@ -16,10 +16,11 @@ import time
 from typing import Any
 
 from mpcnet.config import Deployment
-from mpcnet.errors import MPCError, PeerError
+from mpcnet.errors import HandshakeError, MPCError, PeerError
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import TLSChannel, describe, dial
+from mpcnet.parties.peers import PeerStates
 
 log = logging.getLogger("mpcnet.party")
 
@@ -32,27 +33,37 @@ class Mesh:
         self.party = dep.party(name)
         self.t = dep.timeouts
         self._parked: dict[tuple[str, int], asyncio.Future[FrameProtocol]] = {}
+        self.peers = PeerStates([s.name for s in dep.servers if s.name != name])
 
     @property
     def parked(self) -> int:
         return len(self._parked)
 
-    async def dial(self, peer: int, hello: wire.PeerHello, timeout: float | None = None
+    async def dial(self, peer: int, hello: wire.PeerHello, probe: bool = False
                    ) -> FrameProtocol:
         """A connection to server ``peer`` that answered ``hello`` with ok (its refusal is
-        raised as the error it reported)."""
+        raised as the error it reported), within ``connect_timeout`` (``probe_timeout`` for a
+        reachability ``probe``)."""
         s = self.dep.servers[peer]
-        wait = timeout if timeout is not None else self.t.connect
-        conn = await dial(s.name, s.host, s.port, self.ctx, max_frame=self.dep.max_frame_bytes,
-                          deadline=time.monotonic() + wait,
-                          handshake_timeout=min(self.t.handshake, wait))
-        conn.send(*wire.encode(hello))
+        wait, bound = ((self.t.probe, "probe_timeout") if probe
+                       else (self.t.connect, "connect_timeout"))
         try:
-            header, body = await conn.recv(timeout=min(self.t.handshake, wait))
-            reply = wire.decode(header, body, conn.label)
-        except PeerError:
-            conn.close()
+            conn = await dial(s.name, s.host, s.port, self.ctx,
+                              max_frame=self.dep.max_frame_bytes,
+                              deadline=time.monotonic() + wait,
+                              handshake_timeout=min(self.t.handshake, wait), bound=bound)
+            conn.send(*wire.encode(hello))
+            try:
+                header, body = await conn.recv(timeout=min(self.t.handshake, wait))
+                reply = wire.decode(header, body, conn.label)
+            except PeerError:
+                conn.close()
+                raise
+        except PeerError as exc:
+            self.peers.seen(s.name, "refused" if isinstance(exc, HandshakeError) else "down",
+                            str(exc))
             raise
+        self.peers.seen(s.name, "up")  # it answered, even if to refuse
         if isinstance(reply, wire.Refused):
             conn.close()
             raise wire.error_of(header, prefix=f"{s.name} refused: ")
@@ -64,7 +75,7 @@ class Mesh:
             s = self.dep.servers[i]
             try:
                 conn = await asyncio.wait_for(
-                    self.dial(i, wire.PeerHello(self.name, probe=True), self.t.probe),
+                    self.dial(i, wire.PeerHello(self.name, probe=True), probe=True),
                     self.t.probe + 1.0)
                 conn.close()
                 return s.name, "ok"

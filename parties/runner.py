@@ -33,6 +33,7 @@ from mpcnet.net.tls import TLSChannel
 from mpcnet.parties import catalog
 from mpcnet.parties.heap import release_freed_memory
 from mpcnet.parties.jobs import Job
+from mpcnet.parties.logs import event
 from mpcnet.parties.storage import Storage
 from mpcnet.plain.logreg import Training
 from mpcnet.schemes import registry
@@ -126,22 +127,23 @@ class JobRunner:
             self.storage.commit_result(dict(manifest, files=files), staged)
             staged = None
             figures = dict(engine.report(), seconds=round(time.perf_counter() - start, 4),
-                           plan=plan,
-                           wire={self.dep.servers[p].name: {"sent": a, "recv": b}
-                                 for p, (a, b) in channel.bytes_by_peer().items()})
+                           plan=plan, wire=self._wire(channel))
             log.info("job %s done in %.3f s: %s rounds, %s bytes sent; result %s stored",
                      job.id, figures["seconds"], figures["rounds"], figures["bytes_sent"],
-                     job.result)
+                     job.result, extra=event(
+                         "job.done", job=job.id, kind=job.kind, security=job.security,
+                         seconds=figures["seconds"], rounds=figures["rounds"],
+                         bytes_sent=figures["bytes_sent"], wire=figures["wire"]))
             return None, figures
         except (MPCError, OSError) as exc:
             channel.abort(f"{self.name}: {exc}",
                           exc.check if isinstance(exc, CheatingDetected) else None)
-            return self._failed(job, f"{type(exc).__name__}: {exc}", engine, start)
+            return self._failed(job, f"{type(exc).__name__}: {exc}", engine, channel, start)
         except Exception as exc:  # noqa: BLE001 - report, never crash the server
             log.exception("job %s: internal error", job.id)
             channel.abort(f"{self.name}: internal error")
             return self._failed(job, f"{type(exc).__name__} on {self.name}: {exc}", engine,
-                                start)
+                                channel, start)
         finally:
             closing.close()
             if staged is not None:
@@ -234,8 +236,13 @@ class JobRunner:
                 "request": job.request, "value_bits": catalog.value_bits(dataset),
                 "class_names": schema["classes"], "label_name": schema["label"]}
 
-    @staticmethod
-    def _failed(job: Job, error: str, engine: RoundEngine, start: float
-                ) -> tuple[str, dict[str, Any]]:
+    def _wire(self, channel: TLSChannel) -> dict[str, dict[str, int]]:
+        """Bytes on the wire to and from each peer of the job, framing included."""
+        return {self.dep.servers[p].name: {"sent": a, "recv": b}
+                for p, (a, b) in channel.bytes_by_peer().items()}
+
+    def _failed(self, job: Job, error: str, engine: RoundEngine, channel: TLSChannel,
+                start: float) -> tuple[str, dict[str, Any]]:
         log.warning("job %s failed: %s", job.id, error)
-        return error, dict(engine.report(), seconds=round(time.perf_counter() - start, 4))
+        return error, dict(engine.report(), seconds=round(time.perf_counter() - start, 4),
+                           wire=self._wire(channel))

@@ -34,7 +34,9 @@ from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.net.tls import client_context, describe, server_context
 from mpcnet.parties.jobs import Job, JobBook
+from mpcnet.parties.logs import event
 from mpcnet.parties.mesh import Mesh
+from mpcnet.parties.metrics import duration, failed_check
 from mpcnet.parties.runner import JobRunner, Runtime
 from mpcnet.parties.session import ClientSession
 from mpcnet.parties.storage import Storage
@@ -81,9 +83,11 @@ class PartyServer:
                             f"({exc.strerror}); is another server using the port?") from None
         if self.is_coordinator:
             self._spawn(self._worker())
+        role = "coordinator" if self.is_coordinator else "member"
         log.info("listening on %s:%d as party %d of %d (%s); data in %s", self.me.bind,
-                 self.me.port, self.party, len(self.dep.servers),
-                 "coordinator" if self.is_coordinator else "member", self.me.data_dir)
+                 self.me.port, self.party, len(self.dep.servers), role, self.me.data_dir,
+                 extra=event("server.listening", bind=self.me.bind, port=self.me.port,
+                             party=self.party, role=role))
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -120,7 +124,9 @@ class PartyServer:
         job = self.jobs.submit(wire_request, analyst, kind)
         self.queue.put_nowait(job)
         log.info("job %s queued by %s: %s %s on %s, k=%d, %s -> result %s", job.id, analyst,
-                 job.kind, job.score, job.dataset, job.k, job.security, job.result)
+                 job.kind, job.score, job.dataset, job.k, job.security, job.result,
+                 extra=event("job.queued", job=job.id, kind=job.kind, security=job.security,
+                             analyst=analyst, queued=self.queue.qsize()))
         return job
 
     def spec_of(self, job: Job) -> dict[str, Any]:
@@ -158,13 +164,19 @@ class PartyServer:
 
     async def run(self, job: Job, conns: dict[int, FrameProtocol]) -> None:
         """This server's part of ``job`` on its mesh, and the record of how it ended."""
+        peers = sorted(c.peer_name or "?" for c in conns.values())
+        log.info("job %s running with %s", job.id, ", ".join(peers),
+                 extra=event("job.running", job=job.id, kind=job.kind, security=job.security,
+                             peers=peers))
         error, figures = await self.runner.run(job, conns)
         self._end(job, error, figures)
 
     def _end(self, job: Job, error: str | None, figures: dict[str, Any] | None) -> None:
         self.jobs.finish(job, error, figures)
         if error:
-            log.warning("job %s failed: %s", job.id, error)
+            log.warning("job %s failed: %s", job.id, error, extra=event(
+                "job.failed", job=job.id, kind=job.kind, security=job.security, error=error,
+                check=failed_check(job), seconds=duration(job)))
         self.ended(job.id).set()
 
     # -- connections -----------------------------------------------------------------------
@@ -193,10 +205,11 @@ class PartyServer:
             else:
                 await self._client(conn, hello, who)
         except HandshakeError as exc:
+            fields = event("connection.refused", address=conn.address, reason=str(exc))
             if conn.closed:  # TLS refused the certificate
-                log.info("%s: %s", conn.label, exc)
+                log.info("%s: %s", conn.label, exc, extra=fields)
             else:  # a certificate that does not match the identity claimed: say so
-                log.warning("%s refused: %s", conn.label, exc)
+                log.warning("%s refused: %s", conn.label, exc, extra=fields)
                 self._refuse(conn, exc)
             conn.close()
         except (PeerError, TimeoutError) as exc:
@@ -205,7 +218,8 @@ class PartyServer:
                          f"{t.handshake} s (the handshake failed or timed out)")
             conn.close()
         except MPCError as exc:
-            log.warning("%s refused: %s", conn.label, exc)
+            log.warning("%s refused: %s", conn.label, exc, extra=event(
+                "connection.refused", address=conn.address, reason=str(exc)))
             self._refuse(conn, exc)
             conn.close()
         except asyncio.CancelledError:
@@ -232,6 +246,7 @@ class PartyServer:
                                  "certificate (no TLS server usage); only the deployment's "
                                  "servers, with certificates from mpc-certs, join jobs")
         peer = self.dep.party(frm)
+        self.mesh.peers.seen(frm, "up")
         conn.set_label(describe(frm, conn.address.rsplit(":", 1)[0], self.dep.server(frm).port))
         conn.peer_name = frm
         if hello.probe:
@@ -246,7 +261,9 @@ class PartyServer:
                                    f"{self.dep.leader.name} starts jobs")
             job = self.jobs.accept(hello.spec)
             log.info("job %s started by the coordinator: %s on %s, k=%d, %s", job.id,
-                     job.score, job.dataset, job.k, job.security)
+                     job.score, job.dataset, job.k, job.security,
+                     extra=event("job.accepted", job=job.id, kind=job.kind,
+                                 security=job.security, analyst=job.submitted_by))
             conn.send(*wire.encode(wire.Ok()))
             self._spawn(self._follow(job, conn))
             return

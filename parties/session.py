@@ -24,6 +24,7 @@ from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError, Storage
 from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.parties import access, catalog
+from mpcnet.parties.logs import event
 from mpcnet.parties.uploads import Upload, withdraw, withdraw_dataset
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ class ClientSession:
         for up in self.uploads.values():
             if up.abort():
                 log.info("upload %s by %s to %s dropped (not committed)", up.id, self.name,
-                         up.dataset)
+                         up.dataset, extra=event("upload.dropped", upload=up.id,
+                                                 client=self.name))
         self.uploads.clear()
 
     def send(self, message: wire.Message, array: np.ndarray | None = None) -> None:
@@ -70,7 +72,9 @@ class ClientSession:
                 if isinstance(exc, PeerError) and self.conn.closed:
                     raise
                 if isinstance(exc, AccessDenied):
-                    log.warning("refused %s to %s: %s", op, self.name, exc)
+                    log.warning("refused %s to %s: %s", op, self.name, exc, extra=event(
+                        "client.refused", client=self.name, role=self.role, op=op,
+                        reason=str(exc)))
                 self.send(wire.Refused(exc if isinstance(exc, MPCError)
                                        else StorageError(str(exc))))
 
@@ -158,7 +162,9 @@ class ClientSession:
         self.uploads[up.id] = up
         log.info("upload %s by %s to %s staged: %d rows x %d columns%s", up.id, self.name,
                  up.dataset, up.meta["rows"], len(up.meta["columns"]),
-                 " with label" if "labels" in up.files else "")
+                 " with label" if "labels" in up.files else "",
+                 extra=event("upload.staged", upload=up.id, client=self.name,
+                             rows=up.meta["rows"], columns=len(up.meta["columns"])))
         self.send(wire.Ok({"staged": up.id}))
 
     async def op_commit(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -168,7 +174,9 @@ class ClientSession:
         done = up.commit(self.s.is_coordinator, args.get("seq"))
         del self.uploads[up.id]
         log.info("upload %s by %s committed to %s as contribution %d (%d rows in total)",
-                 up.id, self.name, up.dataset, done["seq"], done["rows"])
+                 up.id, self.name, up.dataset, done["seq"], done["rows"],
+                 extra=event("upload.committed", upload=up.id, client=self.name,
+                             seq=done["seq"], rows=done["rows"]))
         return {"seq": done["seq"], "digest": done["digest"]}
 
     async def op_abort(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -184,13 +192,13 @@ class ClientSession:
                                    args.get("digest"), busy)
             if ids:
                 log.info("contribution(s) %s by %s withdrawn from %s", ", ".join(ids),
-                         self.name, ds)
+                         self.name, ds, extra=event("dataset.withdrawn", client=self.name))
             return {"withdrawn": ids, "remaining": self.s.storage.dataset(str(ds)) is not None}
         removed = withdraw(self.s.storage, self.s.dep, self.name, args.get("dataset", ""),
                            args.get("id"))
         if removed:
             log.info("upload %s by %s withdrawn from %s", args.get("id"), self.name,
-                     args.get("dataset"))
+                     args.get("dataset"), extra=event("upload.withdrawn", client=self.name))
         return {"withdrawn": removed}
 
     # -- jobs and results ---------------------------------------------------------------------
@@ -218,4 +226,5 @@ class ClientSession:
         for part in sorted(arrays):
             self.send(wire.NamedArray(part), arrays[part])
         await self.conn.drain()
-        log.info("result %s of %s fetched by %s", name, owner, self.name)
+        log.info("result %s of %s fetched by %s", name, owner, self.name,
+                 extra=event("result.fetched", client=self.name, owner=owner))

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mpcnet import ring128
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
 from mpcnet.net.loopback import loopback_mesh
@@ -81,3 +82,22 @@ def opened(results: list[Any]) -> Any:
 def scheme(request: pytest.FixtureRequest) -> str:
     """Every registered security setting, one test run each."""
     return str(request.param)
+
+
+def shares128(values: Any, rng: np.random.Generator) -> list[np.ndarray]:
+    """Replicated Z_2^128 sharings (limb, slot, ...) of Python ints, one per party of three
+    (party i holds components i and i+1, as active3 does)."""
+    values = np.asarray(values, dtype=object)
+
+    def draw() -> Any:
+        return np.vectorize(lambda _: int.from_bytes(rng.bytes(16), "little"),
+                            otypes=[object])(values)
+
+    c0, c1 = draw(), draw()
+    comps = [ring128.from_int(c) for c in (c0, c1, values - c0 - c1)]
+    return [np.stack([comps[i], comps[(i + 1) % 3]], axis=1) for i in range(3)]
+
+
+def opened128(shares: list[np.ndarray]) -> Any:
+    """The Python ints behind three parties' replicated Z_2^128 sharings (limb, slot, ...)."""
+    return sum(ring128.to_int(s[:, 0]) for s in shares) % (1 << 128)

@@ -519,3 +519,98 @@ def test_a_cheater_who_reads_the_coin_before_sending_its_terms_of_d_prime_is_cau
     assert {o.check for o in run(Spdz3) if isinstance(o, CheatingDetected)} == {"MAC"}
     wrong = run(WithoutCommitment)  # without it the rushing works: a wrong D', no abort
     assert all(isinstance(o, np.ndarray) and not np.array_equal(o, x @ y) for o in wrong)
+
+
+class NoMacRecords(Spdz3):
+    """active3 after a change that stopped queueing MAC records (so that w = x (y r) of
+    ``output_matmul`` leaves none): Freivalds' claim is then the only pending check."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._macs.queue = lambda data: None  # type: ignore[method-assign]
+
+
+class SkipsWithoutRecords(NoMacRecords):
+    """The earlier ``verify``, which returned early when no MAC record, AND or folded sum was
+    queued (positive control: the flaw the explicit list of pending checks removes)."""
+
+    async def verify(self) -> None:
+        await self.verify_inputs()
+        if not (self._macs.pending or self._ands):
+            return
+        await super().verify()
+
+
+def test_verify_lists_every_pending_check_and_runs_until_none_is_left() -> None:
+    rng = np.random.default_rng(13)
+    xs = rep3.share(rng.integers(0, 2**40, (4, 3), dtype=np.int64).view(U64))
+    bits = rep3.share(rng.integers(0, 2**63, 4, dtype=np.int64).view(U64), binary=True)
+
+    async def party(engine: RoundEngine) -> list[list[str]]:
+        s = await NoMacRecords.setup(engine)
+        (x,) = await s.input(xs[engine.party])
+        seen = [s.pending_checks()]  # the input's records are dropped, its digests compared
+        s.note_input(x)
+        seen.append(s.pending_checks())
+        await s.verify()
+        b = Shared(bits[engine.party], 1, True)
+        await s.and_(b, b)
+        seen.append(s.pending_checks())
+        await s.verify()
+        (y,) = await s.input(xs[engine.party].swapaxes(1, 2))
+        await s.output_matmul(x, y)
+        seen.append(s.pending_checks())
+        await s.verify()
+        seen.append(s.pending_checks())
+        return seen
+
+    for seen in outcomes(3, party):
+        assert seen == [[], ["input consistency"], ["AND"], ["zero tests"], []], seen
+
+
+@pytest.mark.parametrize("cheater", range(3))
+def test_a_freivalds_claim_is_checked_even_when_no_mac_record_is_left(cheater: int) -> None:
+    """A wrong D' whose terms match their commitment is caught by Freivalds' claim alone
+    when nothing else is queued; the earlier early return skipped that claim and opened the
+    wrong D' at every party."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(-2**40, 2**40, (20, 5), dtype=np.int64).view(U64)
+    y = rng.integers(0, 2, (5, 3), dtype=np.int64).view(U64)
+    xs, ys = rep3.share(x), rep3.share(y)
+
+    def run(cls: type[Spdz3]) -> list[object]:
+        fault = ConsistentOutputError(cheater, "output-product", delta=1, at=0)
+
+        async def party(engine: RoundEngine) -> np.ndarray:
+            s = await cls.setup(engine, fault=fault)
+            a, b = await s.input(xs[engine.party], ys[engine.party])
+            z = await s.output_matmul(a, b)
+            assert s.pending_checks() == ["zero tests"]
+            return await s.open(z)
+
+        out = outcomes(3, party)
+        assert fault.fired == 1
+        return out
+
+    checked = run(NoMacRecords)
+    assert {o.check for o in checked if isinstance(o, CheatingDetected)} == {"MAC"}, checked
+    skipped = run(SkipsWithoutRecords)
+    assert all(isinstance(o, np.ndarray) and not np.array_equal(o, x @ y) for o in skipped)
+
+
+class ForgetsTheDigests(Spdz3):
+    async def _compare_digests(self, checks: tuple[str, ...]) -> None:
+        """A ``verify`` that stopped comparing the zero tests' claims."""
+
+
+def test_a_verify_that_leaves_a_check_pending_is_refused() -> None:
+    xs = rep3.share(np.arange(4, dtype=U64))
+
+    async def party(engine: RoundEngine) -> None:
+        s = await ForgetsTheDigests.setup(engine)
+        (x,) = await s.input(xs[engine.party])
+        await s.mul(x, x)
+        await s.verify()
+
+    for out in outcomes(3, party):
+        assert isinstance(out, RuntimeError) and "zero tests" in str(out), out

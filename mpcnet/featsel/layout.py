@@ -37,7 +37,7 @@ FIXED_BYTES = 256 << 20
 CHECKED_CELLS = {"active3": 3 << 17}
 """Most cells scored in one block where every block ends with a check of its ANDs (active3's
 ``checkpoint``). MS-GINI's sign test queues about 3.5 AND words per cell, and an AND check costs
-the same per word from 2^20 words on (``spdz3.check_plan``: two pools of more than n triples,
+the same per word from 2^20 words on (``and_check.check_plan``: two pools of more than n triples,
 6.0 words sent per AND word) but more below (its pools need 2^20 triples at least: 7.5 words
 per word at 0.86 x 2^20). So a block should queue 2^20 AND words or more, and blocks are made
 of even size (``_even``), the last one included: SpeedDating is scored in 3 blocks of 41, 41

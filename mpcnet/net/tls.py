@@ -81,20 +81,28 @@ def describe(name: str, host: str, port: int) -> str:
 
 
 async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, max_frame: int,
-               deadline: float, handshake_timeout: float = 10.0) -> FrameProtocol:
+               deadline: float, handshake_timeout: float = 10.0,
+               bound: str = "connect_timeout") -> FrameProtocol:
     """Connect to server ``name`` at host:port, retrying with exponential backoff until
     ``deadline`` (a ``time.monotonic()`` instant). Raises ``HandshakeError`` at once when the
-    TLS identity check fails (retrying would not help) and ``PeerError`` at the deadline."""
+    TLS identity check fails (retrying would not help) and ``PeerError`` at the deadline.
+
+    Every attempt (TCP connect and TLS handshake) ends by the deadline too, so a peer that
+    accepts TCP but never completes the handshake (a stopped process: the kernel accepts for
+    it) fails the dial by then. ``bound`` names the deployment setting the deadline comes
+    from, for the error message."""
     loop = asyncio.get_running_loop()
     label = describe(name, host, port)
     delay, attempt, last = 0.05, 0, ""
     while True:
         attempt += 1
+        wait = max(min(handshake_timeout, deadline - time.monotonic()), 0.01)
         try:
-            _, proto = await asyncio.wait_for(loop.create_connection(
-                lambda: FrameProtocol(max_frame, label), host, port, ssl=ctx,
-                server_hostname=name, ssl_handshake_timeout=handshake_timeout),
-                handshake_timeout + 1.0)
+            # the outer timeout fires first, so a slow handshake always reads as a timeout
+            async with asyncio.timeout(wait):
+                _, proto = await loop.create_connection(
+                    lambda: FrameProtocol(max_frame, label), host, port, ssl=ctx,
+                    server_hostname=name, ssl_handshake_timeout=wait + 1.0)
             who = proto.peer_identity()  # the one identity rule, as for incoming connections
             if who.name != name or not who.serves:
                 proto.close()
@@ -112,13 +120,16 @@ async def dial(name: str, host: str, port: int, ctx: ssl.SSLContext, *, max_fram
         except ssl.SSLError as exc:
             raise HandshakeError(f"{label}: TLS handshake failed ({exc.reason or exc}); is our "
                                  "certificate signed by the deployment CA?") from None
-        except (OSError, TimeoutError) as exc:
+        except TimeoutError:
+            last = (f"no TLS handshake within {wait:.1f} s (the port accepts connections but "
+                    "the server does not answer: stopped, frozen or overloaded?)")
+        except OSError as exc:
             last = str(exc) or type(exc).__name__
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise PeerError(f"cannot reach {label} after {attempt} attempt(s): {last}. Is "
                             f"`mpc-party --name {name}` running there and its port open? "
-                            "(connect_timeout in the deployment file bounds the wait)")
+                            f"({bound} in the deployment file bounds the wait)")
         await asyncio.sleep(min(delay, remaining))
         delay = min(delay * 2, 1.0)
 

@@ -1,133 +1,54 @@
 """Layer: schemes. Active 3PC, SPDZ-wise: replicated sharing with MACs over Z_2^(64+64).
 
-Security with abort against one malicious server of three. Papers, named in brackets below:
-[DEK20] Dalskov, Escudero, Keller, "Secure Evaluation of Quantized Neural Networks", PoPETs
-2020 (SPDZ-wise replicated 3PC over Z_2^(k+s)); [SPDZ2k] Cramer, Damgard, Escudero, Scholl,
-Xing, CRYPTO 2018 (MACs over Z_2^(k+s)); [CGHIKLN18] Chida et al., "Fast large-scale
-honest-majority MPC for malicious adversaries", CRYPTO 2018 (checking all products at once);
-[FLNW17] Furukawa, Lindell, Nof, Weinstein, Eurocrypt 2017 and [ABF+17] Araki et al.,
-IEEE S&P 2017 (binary triples: cut-and-choose, verification of an AND with a triple).
-MP-SPDZ's ``SpdzWise`` check (data61/MP-SPDZ, Protocols/SpdzWise.hpp) combines the products
-with secret coefficients, as done here.
+Security with abort against one malicious server of three. [DEK20] Dalskov, Escudero, Keller,
+"Secure Evaluation of Quantized Neural Networks", PoPETs 2020 (SPDZ-wise replicated 3PC over
+Z_2^(k+s)); [SPDZ2k] Cramer, Damgard, Escudero, Scholl, Xing, CRYPTO 2018. ``Spdz3`` composes
+the sharing and its operations (on ``rep3_wide``) with the checks, each a module of its own:
+``mac_check`` (the MAC check and its folding), ``and_check`` (the AND check and its plan),
+``freivalds`` (the output test of D'), ``commitment`` (commitments and the coin) and
+``zero_tests`` (the claims the zero tests and the input check compare by digest).
 
-Sharing. Every value is a rep3 sharing (party i holds components i and i+1, as in ``rep3``)
-of x in Z_2^128 and of its MAC alpha x, alpha a replicated random key no party knows. Data
-layout: ``data[limb, slot, v]`` with limb 0/1 the low/high 64 bits (``ring128``), slot 0/1 the
-two components held and v = 0 the value, v = 1 its MAC, then the logical shape (lead 3). Only
+Sharing. Every value is a rep3 sharing (party i holds components i and i+1) of x in Z_2^128
+and of its MAC alpha x, alpha a replicated random key no party knows. Data layout:
+``data[limb, slot, v]``: limb 0/1 the low/high 64 bits (``ring128``), slot 0/1 the two
+components held, v = 0 the value and v = 1 its MAC, then the logical shape (lead 3). Only
 x mod 2^64 (k = 64 bits) carries data; the upper s = 64 bits let a MAC catch errors there.
 
-The rule every check follows: its randomness is fixed after every value and error it tests,
-and whatever a cheater sends after that cannot make the outcome depend on a secret. Whether a
-job aborts must not depend on secret data (docs/cheating.md has the table and the attacks).
+Every check's randomness is fixed after every value and error it tests, and nothing a cheater
+sends after that can make the outcome depend on a secret: whether a job aborts never depends
+on secret data (docs/cheating.md has the table and the attacks).
 
-- Products (mul, matmul; [DEK20, Pi_mult]): two passive rep3 products in one round, x y and
-  (alpha x) y (x (alpha y) when x is value-only: below). A cheater can only add errors to its
-  messages. Every product output, every input's MAC, every authenticated bit and random value
-  is queued (z_j, m_j); write d_j = alpha z_j - m_j. ``verify`` combines them with
-  coefficients r_j that are themselves replicated random values nobody knows (uniform in
-  Z_2^128, drawn from the pairwise PRFs):
-  each party's 3-out-of-3 terms of w = sum r_j z_j and u = sum r_j m_j are local dot
-  products, reshared in one round, then t = u - alpha w (one more product) must be zero
-  [CGHIKLN18 over rings, as in MP-SPDZ's SpdzWise].
-  Why the coefficients are secret. Errors reach later MACs multiplied by secrets: an error e
-  on m_x becomes e y in the MAC of x y. With public coefficients the cheater knows every r_j,
-  so with e = 2^127 the check passes exactly when r_x + r_z y is even, a parity it can
-  evaluate for each guess of y: the abort itself reveals y, whatever happens after the coin;
-  and any product it sends after the coin could cancel its error for a guessed y. With
-  secret coefficients t = -sum r_j d_j + (errors added to w, u and alpha w); let V be the
-  least 2-adic valuation among the d_j. V is fixed by the cheater's own additive errors and
-  alpha, not by data (every d_j is its own error plus earlier d_i times secrets, so the first
-  output reaching valuation V keeps it). The component of each r_j the cheater lacks is
-  uniform, so sum r_j d_j is uniform over the multiples of 2^V whatever the secrets are, and
-  t is uniform on a coset that depends on its errors and alpha only: both the outcome and
-  the value t itself are independent of the data. A wrong low 64 bits (V < 64 unless the
-  cheater guesses alpha) passes with probability about 2^-57 (s + 1 possible valuations,
-  each passing with 2^-(128 - V) at most: the bound of [SPDZ2k] for s = 64); errors only in
-  the upper 64 bits cannot change any output and pass with a probability that depends on
-  nothing secret.
-- ANDs: bit-sliced rep3 ANDs (one word per party per 64 ANDs), queued with their inputs.
-  ``verify`` makes r pools of P random triples (a, b, c = a AND b; one passive round for all;
-  P > n prime), tosses a coin, and in each pool matches AND word j with triple (j + s) mod P
-  for a random shift s, opens the P - n others (cut-and-choose), and checks each match with
-  its triple [FLNW17; ABF+17]. Items are whole words: an error is a 64-bit pattern and a match
-  passes only if the AND and its triple carry the same one. A cheater passes a pool with
-  probability at most 1/P (``check_plan`` has the argument), all r pools with P^-r <= 2^-40.
-  An AND's error is what the cheater XORs into its message, whatever the inputs are, so the
-  outcome depends on its errors and the coin only. A rotation moves memory in order, where a
-  general permutation would gather at random.
+- Products (``mul``, ``matmul``; [DEK20, Pi_mult]): x y and (alpha x) y in one round (x (alpha
+  y) when x is value-only); a cheater can only add errors to its messages. Product outputs,
+  input MACs, authenticated bits and random values are queued for the MAC check, the
+  circuits' bit-sliced ANDs for the AND check; ``output_matmul`` (D' = D x T) sends the value
+  alone, tested by Freivalds.
 - Bits between the two worlds. ``arith_components`` hands the circuits the low limbs of the
-  value components: each component is held by two servers, so the binary input is the honest
-  holder's copy and equals the value mod 2^64 (authenticated, or value-only and fixed by its
-  holders' agreement: below); a cheater's deviation is an error in a product or an AND,
-  caught above. ``bit_components`` authenticates the XOR components of a bit (their MACs
-  computed by their two holders, queued like a product's) before ``bit_to_arith`` folds them
-  with MAC'd products, so a non-bit cannot enter: the bit's value is fixed by the checked
-  binary circuit.
-- Products only output (``output_matmul``: D' = D x T): the value alone, tested by Freivalds
-  with a public vector r tossed after the product's terms are committed (u = z r - x (y r) =
-  0, one MAC'd product and a zero test with the MAC check's); the argument is in the method.
-- Openings: ``verify`` first, so nothing derived from an unchecked value leaves; then one
-  round in which each party gets its missing component from one holder and a digest of it
-  from the other. Only the low 64 bits are opened, so the upper bits of Z_2^128 never leak.
-  The openings inside the AND check (cut triples, x ^ a, y ^ b) are opened the same way, each
-  component vouched for in its own round before anything uses it: a zero test's claim computed
-  from a word the cheater changed would otherwise tell it, through the claim's digest, bits of
-  a triple it lacks (and so of the AND's secret inputs), by brute force over the few
-  candidates its change allows.
-- Inputs: clients share 64-bit values as for passive3 (``rep3.share``). ``input`` first has
-  the two holders of each component compare its digest, in a round of its own
-  (``verify_inputs``), then computes the MACs with one product with alpha. Nothing is computed
-  on a component before its holders agree: otherwise an owner colluding with the cheater could
-  give two honest holders different copies, and the digests they later send would carry the
-  difference, which depends on other owners' data.
-- Value-only inputs (``input(authenticate=False)``: the data of the mean-split scores and of
-  D' = D x T). A MAC guards a value that a cheater's messages produced; an input's components
-  are fixed by its holders' agreement, and sums, scalings and ``arith_components`` of it are
-  local, so it needs none until it is a factor of a product. There the other factor's MAC
-  gives the product's: (alpha y) x in ``mul``, x (alpha y) in ``matmul``. The record's
-  d = alpha z - m is then the cheater's errors on that product plus y's d times x, which is
-  data: the MAC check's argument is unchanged, since the least valuation among the records
-  is still reached first by the cheater's own error (y's record, at valuation V, is in the
-  sum with a secret coefficient of its own), so the tested value stays uniform on a coset
-  that the data do not move (``tests/test_adaptive.py`` runs a high error on T's MAC into
-  D (T r)). A value-only sharing has a v axis of one, so reading its MAC fails.
-- The coin: the XOR of one PRF output under each pairwise key; each party learns the output of
-  the key it lacks from both its holders, who must agree (``CheatingDetected("coin")``). The
-  key the two honest parties share makes it unpredictable to the third until it is sent.
-- Zero tests (AND, MAC): each party claims the sum of its two components of t to the next
-  party, which holds the third; a digest of each claim travels in the last round. The two
-  honest parties compare their own copies, so a cheater's claim cannot make a non-zero t
-  pass, and the claims reveal only t, which is zero or independent of the data (above): every
-  value a claim is computed from was reshared, opened with its digest checked, or is local.
+  value components, each held by two servers, so the binary input is the honest holder's copy;
+  ``bit_components`` authenticates a bit's XOR components (MACs made by their two holders,
+  queued like a product's) before ``bit_to_arith`` folds them, so a non-bit cannot enter.
+- Openings: ``verify`` first; then each party gets its missing component from one holder and
+  its digest from the other. Only the low 64 bits are opened: the upper bits never leak.
+- Inputs (``rep3.share``): the two holders of each component compare its digest in a round of
+  their own (``verify_inputs``) before anything is computed on it, else an owner colluding with
+  the cheater could give two honest holders different copies and the digests they later send
+  would carry the difference; then one product with alpha makes the MACs. Value-only inputs
+  (``input(authenticate=False)``: the data of the mean-split scores and of D') are fixed by
+  that agreement and need no MAC until they are a product's factor, whose MAC then comes from
+  the other factor (``mac_check`` has why the argument holds); their v axis has one entry.
 
-``verify`` takes four rounds: triples with the MAC sums, coin with alpha w, the openings of
-the AND check, digests. "The coin after the triples" must hold for when honest parties send,
-not only for what they compute: each party sends its triple terms to the previous party and
-their digest, salted by the key it shares with that party, to the next, which relays it in
-round 2 to the terms' receiver (``_check_commitment``), and sends its coin word only once it
-holds both neighbours' round-1 messages; so the cheater's terms are fixed before any coin
-word it lacks leaves an honest party (a cheater that held back its terms until it had read one
-did pass any AND error before: found by review, docs/cheating.md).
+``verify`` runs every pending check (``pending_checks``) in four rounds: triples with the MAC
+sums, coin with alpha w, the AND check's openings, the zero tests' digests; an honest party
+sends its coin word only once it holds both neighbours' round-1 messages, whose triple terms
+are committed. ``checkpoint`` (a job too large to keep every record) checks the ANDs and folds
+the MAC records, so the MAC check stays one zero test over the job (docs/active3.md).
 
-A job too large to keep every record until its end calls ``checkpoint`` after each block:
-the ANDs are checked then, and the MAC records are folded into each party's local terms of w
-and u (coefficients drawn then, nothing sent), so the MAC check stays one zero test over
-every record of the job (checking it in parts would leak:
-docs/active3.md).
-
-Why a subclass of ``Rep3`` rather than a wrapper around it (as MP-SPDZ's ``SpdzWise`` wraps a
-passive protocol): the binary world is rep3's unchanged (bit-sliced ANDs, XORs, random bits,
-the pairwise-PRF zero sharings and reshares, checked here only by queueing each AND), so it is
-inherited; the arithmetic world is a different data layout (Z_2^128, value and MAC), so its
-operations are overridden, each calling rep3's reshare and PRF helpers on the wider words. A
-wrapper would have to forward the binary half method by method and expose those helpers anyway.
+A subclass of ``Rep3``, not a wrapper around it (as MP-SPDZ's ``SpdzWise`` wraps a passive
+protocol): the binary world is rep3's, inherited (each AND is only queued); the arithmetic
+world has another layout (Z_2^128, value and MAC), overridden on ``rep3_wide``'s helpers.
 """
 
 from __future__ import annotations
-
-import hashlib
-import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -136,87 +57,31 @@ from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import PRF
 from mpcnet.ring import to_ring
+from mpcnet.schemes.and_check import SIGMA, And, Triples, and_openings, and_words, check_plan
 from mpcnet.schemes.base import Public, Shared, broadcast_data
+from mpcnet.schemes.commitment import check_commitment, coin_seed, commitment
 from mpcnet.schemes.faults import FaultInjector
+from mpcnet.schemes.freivalds import freivalds_vector, residual
 from mpcnet.schemes.keys import pairwise_prfs
-from mpcnet.schemes.rep3 import Rep3
-from mpcnet.schemes.replicated import DIGEST_WORDS, RunningHash, checked_words, digest_words
+from mpcnet.schemes.mac_check import MacRecords, local_terms
+from mpcnet.schemes.rep3_wide import Part, Rep3Wide, lift, replicated_factors
+from mpcnet.schemes.replicated import DIGEST_WORDS
+from mpcnet.schemes.zero_tests import Claims, zero_claim
+
+__all__ = ["SIGMA", "Spdz3", "check_plan"]
 
 U64 = np.uint64
 VALUE, MAC = 0, 1
-SIGMA = 40  # statistical security (bits) of the AND check
-_CHUNK = 1 << 13  # elements per piece of the MAC combination
 CHECKS = ("AND", "MAC")  # zero tests compared by digest in the last round of ``verify``
 INPUTS = "input consistency"  # compared in a round of its own, before inputs are used
-_And = tuple[np.ndarray, np.ndarray, np.ndarray]  # a queued AND: x, y, z words (slot, n)
-_Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # a, b, c words (slot, pool, P)
-_Pieces = list[tuple[slice, slice]]  # (AND words, triples) matched contiguously
-_CHECK_OF = {"product": "MAC", "and": "AND"}  # the check a malformed message of a kind fails
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
-_Part = tuple[str, np.ndarray]  # (message kind, array) in a message of several parts
-
-
-def _is_prime(n: int) -> bool:
-    if n < 2 or n % 2 == 0:
-        return n == 2
-    return all(n % d for d in range(3, math.isqrt(n) + 1, 2))
-
-
-def _next_prime(n: int) -> int:
-    while not _is_prime(n):
-        n += 1
-    return n
-
-
-def check_plan(n_words: int) -> tuple[int, int]:
-    """(pools r, pool size P) for checking ``n_words`` AND words with error at most 2^-SIGMA.
-
-    Each pool holds a prime number P > n of triples. After the coin, AND word j is matched with
-    triple (j + s) mod P for a random shift s, and the P - n triples left over are opened
-    (cut-and-choose). Extend the ANDs' error words to length P with zeros (positions n..P-1):
-    a cheater passes the pool only if the triples' error words are exactly that vector rotated
-    by s. Two shifts s != s' that both work would make the vector invariant under rotation by
-    s - s', hence (P prime) constant, hence zero: a cheater who changed any AND passes with
-    probability at most 1/P. The r pools use independent shifts: P^-r. Among the plans that
-    reach 2^-SIGMA, the one sending the fewest words (r pools of P triples, 2 n opened words per
-    pool, 3 (P - n) for the cut)."""
-    plans = []
-    for pools in range(2, SIGMA + 1):
-        size = _next_prime(max(n_words + 1, math.ceil(2 ** (SIGMA / pools))))
-        plans.append((pools * (size + 2 * n_words + 3 * (size - n_words)), pools, size))
-    _, pools, size = min(plans)
-    return pools, size
-
-
-def _rotation(start: int, count: int, size: int, shift: int) -> _Pieces:
-    """The matching j <-> (j + shift) mod size for the AND words start..start+count-1 as
-    contiguous pieces (positions among these words, triples): one, or two where it wraps."""
-    first_triple = (start + shift) % size
-    first = min(count, size - first_triple)
-    pieces = [(slice(0, first), slice(first_triple, first_triple + first))]
-    if first < count:
-        pieces.append((slice(first, count), slice(0, count - first)))
-    return pieces
-
-
-def _replicated_factors(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[a0 | a1] and [b0 + b1; b0] for Z_2^128 sharings (limb, slot, ..., m, n) and
-    (limb, slot, ..., n, k): their matrix product is this party's term of a b, without its
-    share of zero (the replicated product of ``_product_term``, as one matmul)."""
-    left = np.concatenate([a[:, 0], a[:, 1]], axis=-1)
-    return left, np.concatenate([ring128.add(b[:, 0], b[:, 1]), b[:, 0]], axis=-2)
 
 
 def _authenticated(x: Shared) -> bool:
     """Whether x carries MACs: a value-only sharing (``input(authenticate=False)`` and what
     is computed from it locally) has a v axis of one, so that reading its MAC fails."""
     return x.data.shape[2] == 2
-
-
-def _lift(words: np.ndarray) -> np.ndarray:
-    """uint64 component words (slot, ...) as Z_2^128 elements (limb, slot, ...)."""
-    return np.stack([words, np.zeros_like(words)])
 
 
 def _alike(x: Shared, y: Shared) -> tuple[np.ndarray, np.ndarray]:
@@ -234,7 +99,7 @@ def _require_mac(x: Shared) -> Shared:
     return x
 
 
-class Spdz3(Rep3):
+class Spdz3(Rep3Wide):
     """SPDZ-wise replicated 3-party sharing over Z_2^128, malicious security with abort."""
 
     name = "active3"
@@ -246,13 +111,9 @@ class Spdz3(Rep3):
                  fault: FaultInjector | None = None) -> None:
         super().__init__(engine, next_prf, prev_prf, fault)
         self._alpha = self._random128(())  # (limb, slot): the MAC key
-        self._macs: list[np.ndarray] = []  # queued (limb, slot, v, n) value/MAC pairs
-        self._ands: list[_And] = []  # (slot, n) words
-        self._folded: np.ndarray | None = None  # MAC terms of w and u folded by checkpoint
-        self._pending_input = False
-        self._claim: dict[str, RunningHash] = {}
-        self._expect: dict[str, RunningHash] = {}
-        self._reset_digests()
+        self._macs = MacRecords()  # the MAC check's records (mac_check)
+        self._ands: list[And] = []  # the AND check's (x, y, z) words (and_check)
+        self._claims = Claims((*CHECKS, INPUTS))  # the zero tests' and inputs' digests
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Spdz3:
@@ -260,100 +121,20 @@ class Spdz3(Rep3):
         i = engine.party
         return cls(engine, prfs[(i + 1) % 3], prfs[(i - 1) % 3], fault)
 
-    # -- plumbing --------------------------------------------------------------------------
-    def _observe(self, event: str, value: object) -> None:
-        if self._fault is not None:
-            self._fault.observe(self.party, event, value)
-
-    async def _ring_round(self, backward: list[_Part], forward: list[_Part], check: str
-                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """One round of the checks: ``backward`` parts in one message to the previous party,
-        ``forward`` parts to the next; each part passes the fault hook under its kind. The
-        same parts come back from the next and the previous party (the ring is symmetric),
-        split to the shapes sent; a message of another size fails ``check``."""
-        sends, expect = {}, []
-        for peer, parts, source in ((self.prev_party, backward, self.next_party),
-                                    (self.next_party, forward, self.prev_party)):
-            if parts:
-                flat = [np.ascontiguousarray(self._outgoing(kind, peer, a)).reshape(-1)
-                        for kind, a in parts]
-                sends[peer] = flat[0] if len(flat) == 1 else np.concatenate(flat)
-                expect.append((source, parts))
-        got = await self.engine.exchange(sends, [source for source, _ in expect])
-        out = []
-        for source, parts in expect:
-            buf = self._received(got, source, sum(a.size for _, a in parts), check)
-            pieces, start = [], 0
-            for kind, a in parts:
-                pieces.append(buf[start:start + a.size].reshape(a.shape))
-                self._observe("received", (kind, source, pieces[-1]))
-                start += a.size
-            out.append(pieces)
-        by_source = dict(zip([source for source, _ in expect], out, strict=True))
-        return by_source.get(self.next_party, []), by_source.get(self.prev_party, [])
-
-    def _reset_digests(self, checks: tuple[str, ...] = (*CHECKS, INPUTS)) -> None:
-        """Per check: what I claim to the next party, and what I expect the previous to claim."""
-        for c in checks:
-            self._claim[c] = RunningHash(c.encode())
-            self._expect[c] = RunningHash(c.encode())
-
-    def _received(self, got: dict[int, np.ndarray], peer: int, size: int,
-                  check: str) -> np.ndarray:
-        return checked_words(np.asarray(got[peer]).reshape(-1), size, check, self.party, peer)
-
-    def _incoming(self, kind: str, payload: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        size = int(np.prod(shape, dtype=np.int64))
-        return self._received({self.next_party: payload}, self.next_party, size,
-                              _CHECK_OF[kind]).reshape(shape)
-
-    def _random128(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Replicated random Z_2^128 elements (limb, slot, *shape), no communication."""
-        return np.swapaxes(self._random_words((2,) + shape), 0, 1)
-
-    def _zero128(self, shape: tuple[int, ...]) -> np.ndarray:
-        """This party's term of a 3-out-of-3 sharing of zero in Z_2^128."""
-        return ring128.sub(self._next.words((2,) + shape), self._prev.words((2,) + shape))
-
-    def _product_term(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """This party's 3-out-of-3 term of the product of Z_2^128 sharings (limb, slot, ...):
-        a_i (b_i + b_{i+1}) + a_{i+1} b_i plus its share of zero (Araki et al. 2016)."""
-        term = ring128.dot2(a[:, 0], ring128.add(b[:, 0], b[:, 1]), a[:, 1], b[:, 0])
-        return ring128.add(term, self._zero128(term.shape[1:]))
-
-    async def _product(self, a: np.ndarray, b: np.ndarray, kind: str = "product") -> np.ndarray:
-        """Replicated product of Z_2^128 sharings (limb, slot, ...), broadcast: one round."""
-        return await self._reshare128(self._product_term(a, b), kind)
-
-    async def _reshare128(self, term: np.ndarray, kind: str, out: np.ndarray | None = None
-                          ) -> np.ndarray:
-        """(limb, ...) 3-out-of-3 terms -> (limb, slot, ...) replicated shares (written into
-        ``out`` when given)."""
-        term = np.ascontiguousarray(term)
-        got = await self.engine.exchange(
-            {self.prev_party: self._outgoing(kind, self.prev_party, term)}, [self.next_party])
-        incoming = self._incoming(kind, got[self.next_party], term.shape)
-        if out is None:
-            return np.stack([term, incoming], axis=1)
-        out[:, 0], out[:, 1] = term, incoming
-        return out
-
+    # -- plumbing (rep3_wide) ----------------------------------------------------------
     async def _authenticate(self, values: np.ndarray) -> np.ndarray:
         """MACs of replicated Z_2^128 values (limb, slot, ...): one product with alpha,
         queued for the MAC check; returns the full (limb, slot, v, ...) data."""
         alpha = self._alpha.reshape((2, 2) + (1,) * (values.ndim - 2))
         data = np.stack([values, await self._product(alpha, values)], axis=2)
-        self._macs.append(data.reshape(2, 2, 2, -1))
+        self._macs.queue(data.reshape(2, 2, 2, -1))
         return data
 
     # -- inputs and outputs ----------------------------------------------------------------
     async def input(self, *shares: np.ndarray, authenticate: bool = True) -> list[Shared]:
         """Client shares (rep3 layout, uint64), checked for consistency in a round of their
         own before anything is computed on them, then lifted to Z_2^128 and authenticated
-        together (one product with alpha), or left value-only (``_authenticated``): such a
-        value needs no MAC while it is only added, compared or opened, since every holder
-        computes it locally from components both holders agreed on, and in a product the
-        other factor's MAC gives the product's (``mul``, ``matmul``)."""
+        together (one product with alpha), or left value-only (``_authenticated``)."""
         arrays = [np.asarray(d, dtype=U64) for d in shares]
         if not arrays:
             return []
@@ -361,7 +142,7 @@ class Spdz3(Rep3):
             self._note_input_words(a)
         await self.verify_inputs()
         flat = np.concatenate([a.reshape(2, -1) for a in arrays], axis=1)
-        data = await self._authenticate(_lift(flat)) if authenticate else _lift(flat)[:, :, None]
+        data = await self._authenticate(lift(flat)) if authenticate else lift(flat)[:, :, None]
         out, start = [], 0
         for a in arrays:
             size = a[0].size
@@ -423,56 +204,36 @@ class Spdz3(Rep3):
         a = broadcast_data(x.data, 3, shape)
         b = broadcast_data(y.data[:, :, VALUE:VALUE + 1], 3, shape)
         z = await self._product(a, b)
-        self._macs.append(z.reshape(2, 2, 2, -1))
+        self._macs.queue(z.reshape(2, 2, 2, -1))
         return Shared(z, 3)
 
     async def matmul(self, x: Shared, y: Shared) -> Shared:
         """[x0 | x1] @ [y0 + y1; y0] for the value and the MAC (alpha x) y, then reshare; for a
         value-only x, the MAC as x (alpha y). Either way the record's d = alpha z - MAC is
         the cheater's errors on this product plus an earlier record's d times a secret, which
-        is what the MAC check's argument needs (module docstring)."""
+        is what the MAC check's argument needs (``mac_check``)."""
         if _authenticated(x):
-            left, right = _replicated_factors(x.data, y.data[:, :, VALUE])  # (limb, v, m, 2n)
+            left, right = replicated_factors(x.data, y.data[:, :, VALUE])  # (limb, v, m, 2n)
             pairs = [(left[:, v], right) for v in (VALUE, MAC)]
         else:
-            left, right = _replicated_factors(x.data[:, :, VALUE], _require_mac(y).data)
+            left, right = replicated_factors(x.data[:, :, VALUE], _require_mac(y).data)
             pairs = [(left, right[:, v]) for v in (VALUE, MAC)]
         # value and MAC apart: an input's value components have no high limb (fewer pieces)
         term = np.stack([ring128.matmul(a, b) for a, b in pairs], axis=1)
         z = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product")
-        self._macs.append(z.reshape(2, 2, 2, -1))
+        self._macs.queue(z.reshape(2, 2, 2, -1))
         return Shared(z, 3)
 
     async def output_matmul(self, x: Shared, y: Shared) -> Shared:
-        """z = x y for output only (D' = D x T): its value without a MAC, tested instead with
-        Freivalds' check for a public random vector r drawn after z is fixed: z r - x (y r) = 0
-        (z r and y r are local, x (y r) one MAC'd product; the zero test joins the MAC check's,
-        decided by ``verify`` before z is output). Three rounds instead of one, and the
-        product's MAC half is gone (three of its five word products, half its words sent).
-
-        Round 1: each party sends its term of z to the previous party and a digest of it,
-        salted by their key, to the next; round 2: the coin words, and the digest relayed to
-        the terms' receiver, which checks it (as the AND check's triples: an honest party
-        sends its coin word only once it holds both neighbours' round-1 messages, so the
-        cheater's terms, hence its errors E on z, are fixed before r exists). Round 3:
-        w = x (y r), whose errors the cheater picks knowing r.
-
-        Why it holds. u = z r - w = E r - e_w for the value error e_w of w. E r is fixed by
-        E and r, neither depending on the data, so a cheater passes the zero test only with
-        e_w = E r, an error on a product, which the MAC check lets through with at most
-        2^-(128 - v) for its 2-adic valuation v. A wrong low 64 bits of z (E of least
-        valuation V < 64) gives an entry of E r of valuation v with probability at most
-        2^-(v - V) over the public r, so it passes with at most about (129 - V) 2^-(128 - V),
-        2^-57 at most, the MAC check's own bound. u itself, the outcome and what the zero
-        test's claims show are functions of E, e_w and r: never of the data. (A first version
-        drew r secret and computed y r as a product: its value errors of valuation 127 pass a
-        MAC check half the time and reached u times x, so the abort and a digest depended on
-        the data: found by review.) z is value-only (``_authenticated``), checked by the zero
-        test as the inputs are by their holders' digests, so only a product with an
-        authenticated factor or an output can use it."""
+        """z = x y for output only (D' = D x T), its value without a MAC, tested by Freivalds
+        (``freivalds``: the argument). Round 1: each party's term of z to the previous party
+        and its salted digest to the next (``commitment``); round 2: the coin words and the
+        digest relayed to the terms' receiver, which checks it, so the cheater's errors on z
+        are fixed before r exists; round 3: w = x (y r), MAC'd. u = z r - w joins the MAC
+        zero test. z is value-only (``_authenticated``)."""
         if not _authenticated(x):  # refused now, not after the commitment and the coin
             _require_mac(y)
-        term = ring128.matmul(*_replicated_factors(x.data[:, :, VALUE], y.data[:, :, VALUE]))
+        term = ring128.matmul(*replicated_factors(x.data[:, :, VALUE], y.data[:, :, VALUE]))
         term = ring128.add(term, self._zero128(term.shape[1:]))
         salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
         self._observe("output-salt", salt_out)
@@ -484,48 +245,16 @@ class Spdz3(Rep3):
             [("coin", mine[0])], [("coin", mine[1]), ("output-relay", committed[0])], "coin")
         self._check_commitment(got[0], from_prev[1], salt_in, "MAC", "product terms")
         seed = self._seed(mine, (from_next[0], from_prev[0]))
-        k = y.shape[-1]
-        r = PRF(hashlib.sha256(b"freivalds" + seed).digest()[:16]).words((2, k, 1))
+        r = freivalds_vector(seed, y.shape[-1])
         self._observe("freivalds", r)
         values = np.stack([term, got[0]], axis=1)  # (limb, slot, m, k)
         y_r = Shared(ring128.matmul(y.data, r), 3)  # (limb, slot, v, p, 1): local
         w = await self.matmul(x, y_r)
-        u = ring128.sub(ring128.matmul(values, r), w.data[:, :, VALUE])
-        self._note_zero("MAC", u, binary=False)
+        self._note_zero("MAC", residual(values, r, w.data[:, :, VALUE]), binary=False)
         return Shared(values[:, :, None], 3)
 
     async def random(self, shape: tuple[int, ...]) -> Shared:
         return Shared(await self._authenticate(self._random128(shape)), 3)
-
-    async def _open_words(self, data: np.ndarray, binary: bool, kind: str = "open-value"
-                          ) -> np.ndarray:
-        """Checked opening of a rep3 sharing of words (slot, ...): the missing component from
-        the next party, its digest from the previous one, compared in the same round before
-        anything uses it (the messages pass the fault hook as ``kind`` and ``kind``-hash)."""
-        data = np.ascontiguousarray(data)
-        vouch = digest_words(RunningHash(data[0]))
-        hash_kind = "open-hash" if kind == "open-value" else f"{kind}-hash"
-        got = await self.engine.exchange(
-            {self.prev_party: self._outgoing(kind, self.prev_party, data[1]),
-             self.next_party: self._outgoing(hash_kind, self.next_party, vouch)},
-            [self.prev_party, self.next_party])
-        missing = self._received(got, self.next_party, data[0].size, "open consistency")
-        digest = self._received(got, self.prev_party, DIGEST_WORDS, "open consistency")
-        self._observe("received", (kind, self.next_party, missing))
-        self._observe("received", (hash_kind, self.prev_party, digest))
-        if not np.array_equal(digest, digest_words(
-                RunningHash(np.ascontiguousarray(missing)))):
-            raise CheatingDetected("open consistency",
-                                   f"party {self.party}: the value from party {self.next_party} "
-                                   f"does not match the digest from party {self.prev_party}")
-        missing = missing.reshape(data.shape[1:])
-        if binary:
-            opened = np.bitwise_xor(data[0], data[1])
-            opened ^= missing
-        else:
-            opened = np.add(data[0], data[1])
-            opened += missing
-        return opened
 
     async def open(self, x: Shared) -> np.ndarray:
         """x mod 2^64 (as uint64), after every pending check."""
@@ -596,7 +325,7 @@ class Spdz3(Rep3):
         data[:, 0, MAC, own], data[:, 1, MAC, own] = macs[:, 0, 0], with_next[:, 0]
         data[:, 0, MAC, nxt], data[:, 1, MAC, nxt] = macs[:, 0, 1], macs[:, 1, 0]
         data[:, 0, MAC, lack], data[:, 1, MAC, lack] = with_prev[:, 0], macs[:, 1, 1]
-        self._macs.append(data.reshape(2, 2, 2, -1))
+        self._macs.queue(data.reshape(2, 2, 2, -1))
         return [Shared(data[:, :, :, j].reshape((2, 2, 2) + shape), 3) for j in range(3)]
 
     # -- checks ----------------------------------------------------------------------------
@@ -608,20 +337,16 @@ class Spdz3(Rep3):
     def _note_input_words(self, words: np.ndarray) -> None:
         """Slot 1 of this party is the next party's slot 0, and slot 0 the previous one's
         slot 1: a digest of each goes to the other holder."""
-        self._claim[INPUTS].update(np.ascontiguousarray(words[1]).data)
-        self._expect[INPUTS].update(np.ascontiguousarray(words[0]).data)
-        self._pending_input = True
+        self._claims.note(INPUTS, words[1], words[0])
 
     async def verify_inputs(self) -> None:
         """One round: the digest of each input component this party holds goes to its other
         holder, so both holders of every component compare before anything is computed on
         it (nothing when no input is pending)."""
-        if not self._pending_input:
+        if INPUTS not in self._claims.pending:
             return
-        self._pending_input = False
-        of_slot1 = digest_words(self._claim[INPUTS])
-        of_slot0 = digest_words(self._expect[INPUTS])
-        self._reset_digests((INPUTS,))
+        claims, expected = self._claims.take((INPUTS,))
+        of_slot1, of_slot0 = claims[INPUTS], expected[INPUTS]
         got = await self.engine.exchange(
             {self.next_party: self._outgoing("input-hash", self.next_party, of_slot1),
              self.prev_party: self._outgoing("input-hash", self.prev_party, of_slot0)},
@@ -635,65 +360,60 @@ class Spdz3(Rep3):
     def _note_zero(self, check: str, t: np.ndarray, binary: bool) -> None:
         """Queue the check that the shared t (slot, ...) is zero: I claim the sum of my two
         components to the next party, which holds the third (Z_2^128 t as (limb, slot, ...))."""
-        if binary:
-            mine, third = t[0] ^ t[1], t[1]
-        else:
-            mine, third = ring128.add(t[:, 0], t[:, 1]), ring128.neg(t[:, 1])
+        mine, third = zero_claim(t, binary)
         mine = self._outgoing(_CLAIM_KIND[check], self.next_party, np.ascontiguousarray(mine))
-        self._claim[check].update(np.ascontiguousarray(mine).data)
-        self._expect[check].update(np.ascontiguousarray(third).data)
+        self._claims.note(check, mine, third)
 
     async def checkpoint(self) -> None:
         """The inputs and ANDs queued so far are checked now (their outcomes depend on the
-        cheater's errors and the coins only); the MAC records are folded into this party's
-        running terms of w and u and freed: their coefficients are drawn now, after every
-        record they weigh, and stay secret (nothing is sent), so the one MAC zero test at the
-        next ``verify`` weighs every record of the job exactly as a single check would.
-        Running the MAC check in parts instead would let an error that passed one part reach
-        the next only multiplied by secrets (docs/active3.md)."""
+        cheater's errors and the coins only); the MAC records are folded, not checked in
+        parts (``mac_check``: why), into the one MAC zero test of the next ``verify``."""
         await self.verify_inputs()
-        if self._macs:
-            sums = self._mac_sums(self._macs)
-            self._folded = sums if self._folded is None else ring128.add(self._folded, sums)
-            self._macs = []
+        self._macs.fold(self._mac_sums)
         if self._ands:
             ands, self._ands = self._ands, []
             await self._check(ands, None)
 
+    def pending_checks(self) -> list[str]:
+        """Every check with something queued: the inputs' digests, ANDs, MAC records (or
+        folded terms) and zero tests' claims (Freivalds' among the MAC ones). ``verify``
+        runs whenever any is pending, so no queued claim waits for a check that never comes."""
+        queued = {INPUTS: INPUTS in self._claims.pending, "AND": bool(self._ands),
+                  "MAC": self._macs.pending,
+                  "zero tests": bool(self._claims.pending & set(CHECKS))}
+        return [check for check, pending in queued.items() if pending]
+
     async def verify(self) -> None:
-        """Check every queued product (and those folded by ``checkpoint``), AND and input:
-        four rounds (three without ANDs, one with only inputs); nothing when nothing is
-        queued."""
+        """Run every pending check (``pending_checks``): four rounds (three without ANDs,
+        one with only inputs or only zero tests' claims); nothing when nothing is pending.
+        A check this method does not run would be left pending, which is refused."""
         await self.verify_inputs()
-        if not (self._macs or self._ands or self._folded is not None):
+        if not self.pending_checks():
             return
         ands, self._ands = self._ands, []
-        macs, self._macs = self._macs, []
-        sums = self._mac_sums(macs) if macs else None
-        if self._folded is not None:
-            sums = self._folded if sums is None else ring128.add(sums, self._folded)
-            self._folded = None
-        await self._check(ands, sums)
+        await self._check(ands, self._macs.take(self._mac_sums))
+        if self.pending_checks():
+            raise RuntimeError(f"verify left checks pending: {self.pending_checks()}")
 
-    async def _check(self, ands: list[_And], sums: np.ndarray | None) -> None:
+    async def _check(self, ands: list[And], sums: np.ndarray | None) -> None:
         """The AND check of ``ands`` and the MAC check of this party's terms ``sums`` of w
-        and u (either may be absent), in the four rounds of ``verify``."""
+        and u (either may be absent), in the four rounds of ``verify``; the last compares
+        every zero test's claims, those queued earlier included (Freivalds')."""
         triples = self._triple_terms(ands)
         # round 1: the triples' AND terms and the terms of w and u to the previous party, a
         # digest of the terms to the next party (the commitment, relayed in round 2)
-        back: list[_Part] = [] if triples is None else [("triple", triples[2][0])]
-        forward: list[_Part] = []
+        back: list[Part] = [] if triples is None else [("triple", triples[2][0])]
+        forward: list[Part] = []
         if triples is not None:
-            # salted with the key shared with the terms' receiver: the relayer lacks that
-            # component and its key, so the digest tells it nothing (unsalted, it tested
-            # guesses of the ANDs' inputs once rho and sigma were open: review)
+            # salted with the key shared with the terms' receiver (``commitment``: why)
             salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
             self._observe("triple-salt", salt_out)
             forward.append(("triple-hash", self._commitment(salt_out, triples[2][0])))
         if sums is not None:
             back.append(("mac-sum", sums))
-        got, committed = await self._ring_round(back, forward,
-                                                "AND" if triples is not None else "MAC")
+        if back:
+            got, committed = await self._ring_round(back, forward,
+                                                    "AND" if triples is not None else "MAC")
         # round 2: the coin (it fixes the AND matching), the relayed commitment and alpha w
         back, forward = [], []
         if triples is not None:
@@ -717,27 +437,20 @@ class Spdz3(Rep3):
         # round 4: the digests of the zero tests
         await self._compare_digests(CHECKS)
 
-    def _triple_terms(self, ands: list[_And]) -> _Triples | None:
+    def _triple_terms(self, ands: list[And]) -> Triples | None:
         """The AND check's random triples: a, b (slot, pool, P) and c with this party's
         3-out-of-3 terms of a AND b in c[0] (c[1] arrives in round 1); None without ANDs."""
         if not ands:
             return None
-        pools, size = check_plan(sum(x.shape[1] for x, _, _ in ands))
+        pools, size = check_plan(and_words(ands))
         a, b = self._random_words((pools, size)), self._random_words((pools, size))
         return a, b, self._and_terms(a, b)
 
     def _mac_sums(self, macs: list[np.ndarray]) -> np.ndarray:
-        """This party's 3-out-of-3 terms of w = sum_j r_j z_j and u = sum_j r_j (alpha z)_j
-        over every queued (z, alpha z), as (limb, v): the coefficients r_j are replicated
-        random Z_2^128 values nobody knows (see the module docstring for why), so each term is
-        a local dot product, r_i (z_i + z_{i+1}) + r_{i+1} z_i, plus a share of zero."""
-        total = ring128.zeros((2,))
-        for entry, data in enumerate(macs):
-            for start in range(0, data.shape[-1], _CHUNK):  # cache-sized pieces
-                z = data[..., start:start + _CHUNK]  # (limb, slot, v, c)
-                r = self._coefficients(z.shape[-1])  # (limb, slot, c)
-                self._observe("mac-coefficients", (entry, start, r))
-                total = ring128.add(total, ring128.replicated_dot(r[:, :, None], z))
+        """This party's 3-out-of-3 terms of w and u over the records ``macs``, as (limb, v):
+        local dot products with secret coefficients (``mac_check.local_terms``) plus a share
+        of zero."""
+        total = local_terms(macs, self._coefficients, self._observe)
         return ring128.add(total, self._zero128((2,)))
 
     def _coefficients(self, count: int) -> np.ndarray:
@@ -746,114 +459,40 @@ class Spdz3(Rep3):
         party never learns."""
         return self._random128((count,))
 
-    @staticmethod
-    def _commitment(salt: bytes, terms: np.ndarray) -> np.ndarray:
-        """The digest binding the triple terms, salted by the key of their sender and
-        receiver: once rho and sigma are open, the terms are a function of the ANDs' inputs,
-        so an unsalted digest would let the relayer test guesses of them (found by review)."""
-        h = RunningHash(salt)
-        h.update(np.ascontiguousarray(terms))
-        return digest_words(h)
+    _commitment = staticmethod(commitment)
 
     def _check_commitment(self, terms: np.ndarray, relayed: np.ndarray, salt: bytes,
                           check: str = "AND", what: str = "triple terms") -> None:
-        """The terms the next party sent in a round must be those whose digest it sent to the
-        previous party in the same round (relayed here in the coin's round). An honest party
-        sends its coin only once it holds both its neighbours' messages of the first round, so
-        the terms were fixed before any coin word the cheater lacks was sent: without this, a
-        cheater could hold back its terms, read an honest coin word and make its terms cancel
-        its AND errors under the coin's shifts (found by review)."""
-        if not np.array_equal(relayed, self._commitment(salt, terms)):
-            raise CheatingDetected(check, f"party {self.party}: the {what} of party "
-                                          f"{self.next_party} do not match their digest "
-                                          f"relayed by party {self.prev_party}")
+        """The next party's terms must match the digest the previous party relayed in the
+        coin's round (``commitment``: so they were fixed before the coin)."""
+        check_commitment(terms, relayed, salt, check, what,
+                         (self.party, self.next_party, self.prev_party))
 
     def _seed(self, mine: tuple[np.ndarray, np.ndarray],
               third: tuple[np.ndarray, np.ndarray]) -> bytes:
-        """The coin: this party's outputs under its two keys and, from both holders of the key
-        it lacks, that key's output, which must agree."""
-        if not np.array_equal(*third):
-            raise CheatingDetected("coin", f"party {self.party}: the two holders of a key "
-                                           "sent different coin contributions")
-        seed = (mine[0] ^ mine[1] ^ third[0]).tobytes()
+        """The coin (``commitment.coin_seed``), which the fault hook observes."""
+        seed = coin_seed(mine, third, self.party)
         self._observe("coin", seed)
         return seed
 
-    async def _check_ands(self, ands: list[_And], triples: _Triples, seed: bytes) -> None:
+    async def _check_ands(self, ands: list[And], triples: Triples, seed: bytes) -> None:
         """Round 3: open the cut triples and x ^ a, y ^ b of every match, each component
         vouched for by its other holder in the same round before it is used (a zero test's
         claim computed from an unvouched word would tell the cheater triple bits through its
-        digest), then queue the zero tests."""
-        to_open, finish = self._and_openings(ands, triples, seed)
-        finish(await self._open_words(to_open, binary=True, kind="check-open"))
-
-    def _and_openings(self, ands: list[_And], triples: _Triples, seed: bytes
-                      ) -> tuple[np.ndarray, Callable[[np.ndarray], None]]:
-        """Round 3 of the AND check: the words to open as (slot, L), and a function that
-        checks the opened cut triples and queues the zero checks of every (AND, triple) match.
-
-        Matching a queued AND (x, y, z) with a triple (a, b, c) opens rho = x ^ a and
-        sigma = y ^ b; then z ^ c ^ (a & sigma) ^ (rho & b) ^ (rho & sigma) is zero exactly
-        when the errors of z and c are equal [FLNW17, verification with a triple]."""
-        n, (pools, size) = sum(x.shape[1] for x, _, _ in ands), triples[0].shape[1:]
-        starts = np.cumsum([0] + [x.shape[1] for x, _, _ in ands[:-1]])
-        cut = size - n
-        # to open: per pool its cut (a, b, c: 3 C words), then rho and sigma (2 n words)
-        width = 3 * cut + 2 * n
-        to_open = np.empty((2, pools * width), dtype=U64)
-        pools_of: list[tuple[np.ndarray, np.ndarray, np.ndarray, list[_Pieces]]] = []
-        for pool in range(pools):
-            digest = hashlib.sha256(b"match" + bytes([pool]) + seed).digest()
-            shift = int.from_bytes(digest, "little") % size  # AND j <-> triple (j + shift) % P
-            a, b, c = (w[:, pool] for w in triples)  # (slot, P) each
-            row = to_open[:, pool * width:(pool + 1) * width]
-            for words, at in _rotation(n, cut, size, shift):  # the triples left unmatched
-                for i, w in enumerate((a, b, c)):
-                    row[:, i * cut + words.start:i * cut + words.stop] = w[:, at]
-            rho, sigma = row[:, 3 * cut:3 * cut + n], row[:, 3 * cut + n:]
-            matches = []  # per queued AND: its words' pieces matched with contiguous triples
-            for (x, y, _), start in zip(ands, starts, strict=True):
-                pieces = _rotation(int(start), x.shape[1], size, shift)
-                for words, at in pieces:
-                    out = slice(start + words.start, start + words.stop)
-                    np.bitwise_xor(x[:, words], a[:, at], out=rho[:, out])
-                    np.bitwise_xor(y[:, words], b[:, at], out=sigma[:, out])
-                matches.append(pieces)
-            pools_of.append((a, b, c, matches))
-
-        def finish(opened: np.ndarray) -> None:
-            t = np.empty((2, n), dtype=U64)
-            public = np.empty(n, dtype=U64)
-            for pool, (a, b, c, matches) in enumerate(pools_of):
-                row = opened[pool * width:(pool + 1) * width]
-                ca, cb, cc = (row[i * cut:(i + 1) * cut] for i in range(3))
-                if not np.array_equal(cc, ca & cb):
-                    raise CheatingDetected("AND", f"party {self.party}: an opened triple of "
-                                                  "the cut-and-choose is wrong")
-                rho, sigma = row[3 * cut:3 * cut + n], row[3 * cut + n:]
-                for (_, _, z), start, pieces in zip(ands, starts, matches, strict=True):
-                    for words, at in pieces:
-                        out = slice(start + words.start, start + words.stop)
-                        np.bitwise_xor(z[:, words], c[:, at], out=t[:, out])
-                        t[:, out] ^= a[:, at] & sigma[out]
-                        t[:, out] ^= b[:, at] & rho[out]
-                slot = {0: 0, 2: 1}.get(self.party)  # who holds component 0 (as xor_public)
-                if slot is not None:
-                    t[slot] ^= np.bitwise_and(rho, sigma, out=public)
-                self._note_zero("AND", t, binary=True)
-
-        return to_open, finish
+        digest), then queue the zero tests (``and_check.and_openings``)."""
+        to_open, finish = and_openings(ands, triples, seed, self.party)
+        finish(await self._open_words(to_open, binary=True, kind="check-open"),
+               lambda t: self._note_zero("AND", t, binary=True))
 
     async def _compare_digests(self, checks: tuple[str, ...]) -> None:
         """One round: the claim digest of every check in ``checks`` to the next party,
         compared with what this party expects."""
-        sends = np.concatenate([self._outgoing(_HASH_KIND[c], self.next_party,
-                                               digest_words(self._claim[c])) for c in checks])
+        claims, expected = self._claims.take(checks)
+        sends = np.concatenate([self._outgoing(_HASH_KIND[c], self.next_party, claims[c])
+                                for c in checks])
         got = await self.engine.exchange({self.next_party: sends}, [self.prev_party])
         buf = self._received(got, self.prev_party, sends.size, checks[-1])
         self._observe("received", ("digests", self.prev_party, buf))
-        expected = {c: digest_words(self._expect[c]) for c in checks}
-        self._reset_digests(checks)
         for i, check in enumerate(checks):
             if not np.array_equal(buf[i * DIGEST_WORDS:(i + 1) * DIGEST_WORDS], expected[check]):
                 raise CheatingDetected(check, f"party {self.party}: party {self.prev_party}'s "
