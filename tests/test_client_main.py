@@ -134,3 +134,16 @@ def test_listings_describe_trainings_and_models_as_what_they_are() -> None:
              "rows": 0, "k": 0, "score": None, "share_with": []}
     line = _listing_text("results", {"alice": [model]}, dep, {})
     assert "model trained on 'top10'" in line and "by analyst for clinic" in line
+
+
+def test_plaintext_refusals_name_the_files_not_a_dataset(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    from mpcnet.client.main import main
+
+    path = tmp_path / "a.csv"
+    path.write_text("a;b;y\n1;2;0\n3;5;1\n")
+    assert main(["plaintext", str(path), "--label", "y", "--k", "3", "--delimiter", ";"]) == 2
+    err = capsys.readouterr().err
+    assert "the files: k must be between 1 and 2" in err and "'local'" not in err
+    assert main(["plaintext", str(path), "--label", "y", "--k", "2", "--delimiter", ";"]) == 0
