@@ -338,7 +338,11 @@ PARQUET_MAGIC = b"PAR1"
 
 
 def _is_parquet(path: Path) -> bool:
+    """Whether a regular file starts with PARQUET_MAGIC (a pipe is never opened here: that
+    would wait for a writer; ``_open_text`` refuses it)."""
     try:
+        if not path.is_file():
+            return False
         with open(path, "rb") as f:
             return f.read(4) == PARQUET_MAGIC
     except OSError:
