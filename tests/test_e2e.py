@@ -305,7 +305,7 @@ def test_a_model_trained_on_a_result_reaches_its_owner_only(
     agree = np.mean(np.array(private.predict(x)) == np.array(reference.predict(x)))
     assert agree >= 0.95 and np.mean(np.array(private.predict(x)) == labels) > 0.6
     # the model is its owner's alone: not the analyst's who trained it, not another's
-    assert "no result" in refused(cluster.client("analyst", "model", "--model", model,
+    assert "no model" in refused(cluster.client("analyst", "model", "--model", model,
                                                  "--out", str(tmp_path / "a.json")), 2)
     assert "no result" in refused(cluster.client("analyst", "fetch", "--result", model,
                                                  "--out", str(tmp_path / "a.csv")), 2)
