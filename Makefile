@@ -16,7 +16,7 @@ demo: $(PY)  ## install, then run the whole product locally on the bundled datas
 	$(PY) -m mpcnet.client.demo
 
 test: $(PY)  ## install with the dev, API, docs and benchmark tools; lint, type-check, build the docs, run the tests (slow ones skipped)
-	$(PY) -m pip install -q -e '.[dev,api,bench,docs]'
+	$(PY) -m pip install -q -e '.[dev,api,bench,docs,parquet]'
 	$(PY) -m ruff check mpcnet parties client certs tests bench
 	$(PY) -m mypy mpcnet
 	$(PY) -m mkdocs build --strict --quiet

@@ -18,6 +18,7 @@ paths and use ``fetch(..., frame=False)``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import tempfile
@@ -28,6 +29,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from mpcnet import config
+from mpcnet.client.offline import release
 from mpcnet.client.results import Reduced, reconstruct_encoded, reconstruct_model
 from mpcnet.client.session import Client
 from mpcnet.client.uploads import ShareSummary
@@ -63,18 +65,42 @@ class Session:
     # -- owners ---------------------------------------------------------------------------------
     def share(self, data: Any, dataset: str, *, label: str | None = None, **options: Any
               ) -> ShareSummary:
-        """Share a CSV file or a pandas DataFrame as one contribution to ``dataset``; options
-        as ``mpc-client share`` (``layout``, ``categorical``, ``missing``, ``drop``,
-        ``ordinal``, ``security``, ``schema``; ``id_column`` and ``id_key`` for columns keyed
-        by record IDs)."""
+        """Share a CSV or Parquet file (a path) or a pandas DataFrame as one contribution to
+        ``dataset`` (``mpc-client share``); returns what it did (``ShareSummary``: rows, the
+        classes and categories it added). Options, by the CLI's names:
+
+        - ``label``: the label column (every owner by rows; one owner by columns).
+        - ``rows=True`` (default) or ``columns=True``: records or attributes of the same
+          records (``layout="rows"|"columns"`` says the same).
+        - ``categorical``: ``"refuse"`` (default) or ``"ordinal"``; ``ordinal``: columns coded
+          as categories whatever they hold; ``drop``: columns left out (a name or a list).
+        - ``missing``: ``"refuse"`` (default), ``"zero"`` or ``"mean"``;
+          ``missing_categorical``: ``"category"`` (default) or ``"mode"``.
+        - ``delimiter``, ``quote``: the CSV dialect (default ``,`` and ``"``).
+        - ``security``: ``"passive3"``, ``"active3"`` or ``"active4"``; ``schema``: a declared
+          schema's TOML file; ``release``: ``"shares"`` or some of ``"values"``, ``"label"``,
+          ``"names"`` (a word or a list; default values).
+        - ``id_column`` and ``id_key`` (by columns): the rows are keyed by that column's record
+          IDs, hashed here with the owners' key in the file ``id_key`` (``mpc-client share
+          --id COL --id-key FILE``).
+
+        An unknown option or a wrong value raises ``InputError``."""
+        how = _share_options(options)
         if isinstance(data, str | Path):
-            return self._call(self._client.share(data, dataset, label=label, **options))
+            return self._call(self._client.share(data, dataset, label=label, **how))
         with tempfile.TemporaryDirectory(prefix="mpcnet-") as folder:
             path = Path(folder) / "frame.csv"  # read by the same rules as a file: one code path
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w",
                            newline="") as f:
-                data.to_csv(f, index=False)
-            return self._call(self._client.share(path, dataset, label=label, **options))
+                data.to_csv(f, index=False, sep=how.get("delimiter", ","),
+                            quotechar=how.get("quotechar", '"'))
+            return self._call(self._client.share(path, dataset, label=label, **how))
+
+    def withdraw(self, dataset: str) -> dict[str, Any]:
+        """Withdraw your contribution to ``dataset`` from every server (``mpc-client
+        withdraw``): the servers that held it, the contribution ids and whether the dataset
+        is gone (no contribution left)."""
+        return self._call(self._client.withdraw(dataset))
 
     def schema(self, dataset: str) -> str:
         """The dataset's schema as TOML (``mpc-client schema``)."""
@@ -83,15 +109,27 @@ class Session:
     # -- analysts -------------------------------------------------------------------------------
     def select(self, dataset: str, k: int | str, result: str, **options: Any
                ) -> dict[str, Any]:
-        """Run a selection and wait for it; its job record (figures included). Options as
-        ``mpc-client select`` (``score``, ``security``, ``share_with``, ``valid_for``, and
-        ``candidates`` with ``k="auto"``: the servers choose k privately, the record's
-        ``figures["plan"]["k"]`` says which)."""
-        return self._call(self._client.select(dataset, k, result, **options))
+        """Select the ``k`` best features of ``dataset`` into the result ``result`` and wait
+        for the job (``mpc-client select``); its job record, figures included. Options:
+        ``score`` (``"ms-gini"``, default, ``"chi2"``, ``"mi"``, ``"pcc"``, ``"gini"``),
+        ``security`` (default: the setting the owners shared for if active, else as the
+        deployment's servers say), ``share_with`` (analysts who may fetch it: a name or a
+        list), ``valid_for`` (seconds within which it must start; default 3600), and
+        ``candidates`` with ``k="auto"`` (the servers choose k privately among them; the
+        record's ``figures["plan"]["k"]`` says which). An unknown option raises
+        ``InputError``."""
+        how = _checked("select", options,
+                       ("score", "security", "share_with", "valid_for", "candidates"))
+        if isinstance(how.get("share_with"), str):
+            how["share_with"] = (how["share_with"],)
+        return self._call(self._client.select(dataset, k, result, **how))
 
     def fetch(self, result: str, owner: str | None = None, frame: bool = True) -> Any:
-        """D' of ``result`` (of ``owner``, if another analyst shared it with you): a DataFrame
-        with columns f1..fk, or the ``Reduced`` fixed-point values if not ``frame``."""
+        """D' of ``result`` (of the analyst ``owner``, if it shared it with you) as ``fetch
+        --out`` writes it: a DataFrame whose columns are the selected columns' names (f1..fk
+        unless the owners release the names), followed by the label column (its name, each
+        row's class) if they release the label. Not ``frame``: the ``Reduced`` fixed-point
+        values (no pandas needed)."""
         reduced: Reduced = reconstruct_encoded(self._call(self._client.fetch(result, owner)))
         if not frame:
             return reduced
@@ -100,21 +138,26 @@ class Session:
         except ImportError:
             raise InputError("fetch as a DataFrame needs pandas (pip install -e '.[api]'); "
                              "or pass frame=False") from None
-        k = reduced.encoded.shape[1]
-        return pd.DataFrame(reduced.values, columns=[f"f{i + 1}" for i in range(k)])
+        out = pd.DataFrame(reduced.values, columns=reduced.header[:reduced.encoded.shape[1]])
+        if reduced.classes is not None:
+            out[reduced.header[-1]] = reduced.classes
+        return out
 
     def train(self, result: str, model: str, owner: str, **options: Any) -> dict[str, Any]:
         """Train a logistic regression on your selection ``result`` privately and store the
-        model ``model`` for ``owner`` alone; its job record. Options as ``mpc-client train``
-        (``epochs``, ``learning_rate``, ``l2``, ``valid_for``)."""
-        return self._call(self._client.train(result, model, owner, **options))
+        model ``model`` for ``owner`` alone (``mpc-client train``); its job record. Options:
+        ``epochs`` (default 200), ``learning_rate`` (1.0), ``l2`` (1.0), ``valid_for``
+        (3600 s). An unknown option raises ``InputError``."""
+        how = _checked("train", options, ("epochs", "learning_rate", "l2", "valid_for"))
+        return self._call(self._client.train(result, model, owner, **how))
 
     # -- model owners ---------------------------------------------------------------------------
     def model(self, model: str, analyst: str | None = None) -> Model:
         """The model trained for you (``mpc-client model``; refused unless ``analyst``
         trained it, if given): ``Model.predict`` applies it to rows of D',
         ``Model.as_json()`` is what ``--out`` writes."""
-        return reconstruct_model(self._call(self._client.fetch(model)), analyst)
+        return reconstruct_model(self._call(self._client.fetch(model, what="model")),
+                                 analyst)
 
     # -- everyone -------------------------------------------------------------------------------
     def status(self) -> list[dict[str, Any]]:
@@ -148,6 +191,49 @@ class Session:
     def __exit__(self, *exc: tuple[type[BaseException], BaseException, TracebackType] | None
                  ) -> None:
         self.close()
+
+
+SHARE_OPTIONS = ("rows", "columns", "layout", "categorical", "ordinal", "missing",
+                 "missing_categorical", "drop", "delimiter", "quote", "quotechar", "security",
+                 "schema", "release", "id_column", "id_key")
+"""What ``Session.share`` takes besides the data, the dataset and the label."""
+
+
+def _checked(call: str, options: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+    """``options`` with the CLI's dashes as underscores, refusing one ``call`` does not take."""
+    how = {name.replace("-", "_"): value for name, value in options.items()}
+    unknown = sorted(set(how) - set(known))
+    if unknown:
+        raise InputError(f"{call}() takes no option {', '.join(map(repr, unknown))}; its "
+                         f"options are {', '.join(known)}")
+    return how
+
+
+def _words(value: Any) -> tuple[str, ...]:
+    """A name or a sequence of names as a tuple."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _share_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``share``'s options by the CLI's names as ``Sharing.share`` takes them."""
+    how = _checked("share", options, SHARE_OPTIONS)
+    rows, columns = bool(how.pop("rows", False)), bool(how.pop("columns", False))
+    if rows and columns or (rows or columns) and how.get("layout") not in (
+            None, "rows" if rows else "columns"):
+        raise InputError("share: rows and columns (or layout) contradict each other; choose "
+                         "one layout")
+    if rows or columns:
+        how["layout"] = "rows" if rows else "columns"
+    if "quote" in how:
+        if "quotechar" in how:
+            raise InputError("share: give quote or quotechar, not both")
+        how["quotechar"] = how.pop("quote")
+    for name in ("drop", "ordinal"):
+        if name in how:
+            how[name] = _words(how[name])
+    if "release" in how:
+        how["release"] = release(argparse.Namespace(release=_words(how["release"])))
+    return how
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

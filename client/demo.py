@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mpc-demo: {exc}", file=sys.stderr)
         return 2
     p = table.values.shape[1]
-    if not 0 < k < p:
-        print(f"mpc-demo: --k must be between 1 and {p - 1} ({args.dataset} has {p} features), "
+    if not 0 < k <= p:
+        print(f"mpc-demo: --k must be between 1 and {p} ({args.dataset} has {p} features), "
               f"got {k}", file=sys.stderr)
         return 2
     work = args.workdir or Path(tempfile.mkdtemp(prefix="mpc-demo-"))

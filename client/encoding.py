@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,19 +59,63 @@ def declaration(view: dict[str, Any] | None, given: Declared | None, dataset: st
 
 
 MIN_BITS = 16
-"""Significant bits a later owner's largest value of a column must keep at the dataset's scale."""
+"""Significant bits a later owner's largest value of a column must keep at the dataset's scale
+(unless every value of it is exact there)."""
+
+CONSTANT_DROP = 4
+"""A column constant in the file that fixes its scale is put this many bits below the auto
+scale (2^26 <= |c| 2^e < 2^27): centred between VALUE_BITS and MIN_BITS (see ``scales``)."""
+
+
+def scales(table: Table | CsvTable) -> np.ndarray:
+    """The scale exponents that a file fixes for a dataset's columns: the headroom rule.
+
+    A column's exponent e is fixed by the first file in which it is not all zero:
+    ``auto_exponents`` (2^30 - 1/4 <= P1 2^e < 2^31 - 1/2 for its largest |value| P1: the
+    exact binary exponent, one lower if P1 2^e would round to 2^31), or CONSTANT_DROP bits
+    lower if that file's column is constant, value c. An all-zero column
+    fixes nothing (it is listed in the contribution's ``zero_columns``; its exponent stays
+    free in the dataset, ``parties.catalog``): zeros encode to 0 at every scale, so the shares
+    already stored keep their meaning whatever exponent a later owner fixes.
+
+    A later file's column, largest |value| P > 0, is accepted at e (``_check_precision``,
+    ``_check_range``) iff (i) every value encodes below 2^VALUE_BITS and (ii) every value is
+    exact at e (x 2^e an integer: nothing is rounded) or P 2^e >= 2^(MIN_BITS - 1) (its
+    largest value keeps MIN_BITS significant bits).
+
+    Claim: with VALUE_BITS = 38, AUTO_BITS = 31, MIN_BITS = 16, every P in
+    [2^-14 P1, 2^7 P1) is accepted after a non-constant first column, every P in
+    [2^-10 |c|, 2^11 |c|) after a constant one, any P after all-zero ones, and any value that
+    is an integer multiple of 2^-e below 2^(VALUE_BITS - e) whatever P is.
+    Proof. Non-constant: P 2^e < 2^7 (2^31 - 1/2) = 2^38 - 64, so every value rounds below
+    2^38, (i); and P 2^e >= 2^-14 (2^30 - 1/4) > 2^15 = 2^(MIN_BITS - 1), (ii). Constant: the
+    same 4 bits lower, 2^26 - 2^-6 <= |c| 2^e < 2^27 - 2^-5: P 2^e < 2^11 (2^27 - 2^-5) =
+    2^38 - 64 and P 2^e >= 2^-10 (2^26 - 2^-6) > 2^15. (The code's test of (ii) counts bits:
+    floor(log2 P) + e >= MIN_BITS - 1, the same condition.) All zero: the later file fixes
+    e itself (the first case for the files after it). Exact values: (ii) by exactness, (i) by
+    the bound. QED.
+    So a file whose column is all zero is accepted anywhere in the owners' order and changes
+    no scale (the trial's digits split by class: integers 0..16, exact at every e >= 0, and
+    e >= 26 > 0 always); and no owner's file is ever rounded to fewer than MIN_BITS bits.
+    """
+    peaks = table.peaks
+    exps = auto_exponents(peaks.reshape(1, -1), table.columns)
+    exps[(peaks > 0) & table.constant] -= CONSTANT_DROP
+    return exps
 
 
 def _check_precision(table: Table | CsvTable, exps: np.ndarray, path: str | Path) -> None:
     """Refuse to encode a later owner's column at a scale the first owner chose that would keep
     fewer than MIN_BITS significant bits of it (a first owner with huge values, or a dishonest
-    one, must not silently round everyone else's values away)."""
+    one, must not silently round everyone else's values away); a column whose every value is
+    exact at that scale loses nothing and passes (``scales``)."""
     from mpcnet.fixedpoint import AUTO_BITS
 
     peak = table.peaks
     own = auto_exponents(peak.reshape(1, -1), table.columns)
     kept = AUTO_BITS - (own - exps)
-    for j in np.flatnonzero((kept < MIN_BITS) & (peak > 0)):
+    lossy = table.finest > exps
+    for j in np.flatnonzero((kept < MIN_BITS) & (peak > 0) & lossy):
         raise InputError(
             f"{path}: column {table.columns[j]!r}: at the dataset's scale (exponent "
             f"{int(exps[j])}, fixed by its first contribution or its declared schema) its "
@@ -104,10 +148,11 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
                              f"cells are read (missing = {declared.missing!r}, categorical "
                              "columns as declared); leave out --categorical, --ordinal and "
                              "--missing")
-        label, options = declared.label, declared.options()
+        label, options = declared.label, replace(declared.options(),
+                                                 delimiter=options.delimiter,
+                                                 quotechar=options.quotechar)
     elif fixed and schema is not None:
-        options = EncodingOptions(options.categorical, options.missing,
-                                  dict(schema["categories"]), options.ordinal_columns)
+        options = replace(options, known_categories=dict(schema["categories"]))
     if table is None:
         table = scan_csv(path, label, drop, options)
     if declared is not None:
@@ -118,8 +163,10 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
     elif fixed and schema is not None:
         exps = np.asarray(schema["exponents"] if columns == schema["columns"]
                           else [0] * len(columns), dtype=np.int64)  # check_against says why
+        free = np.isin(columns, schema.get("free", [])) & (table.peaks > 0)
+        exps[free] = scales(table)[free]  # no owner fixed them yet: this file does
     else:
-        exps = auto_exponents(table.peaks.reshape(1, -1), columns)
+        exps = scales(table)
     classes = codes = None
     if table.labels is not None:
         agreed = (list(declared.classes) if declared is not None and declared.classes
@@ -132,7 +179,9 @@ def encode_contribution(path: str | Path, view: dict[str, Any] | None, *, datase
         label=label if table.labels is not None else None, classes=classes,
         security=security, release=list(release),
         declared=declared.to_dict(public=True) if declared is not None and view is None
-        else None, value_bits=VALUE_BITS)
+        else None, value_bits=VALUE_BITS,
+        zero_columns=[name for name, peak in zip(columns, table.peaks, strict=True)
+                      if peak == 0])
     catalog.check_against(view, meta, owner)
     if fixed or declared is not None:  # scales someone else chose
         _check_precision(table, exps, path)

@@ -36,7 +36,8 @@ class Selecting(Connections):
         server's record shows the job that was asked for. ``k="auto"`` with ``candidates``:
         the servers choose k among them privately (``mpcnet.train.choose``) and the record's
         ``figures["plan"]["k"]`` is the chosen k, the same on every server."""
-        security = security or default_security(self.dep)
+        security = security or await self._required_security(dataset) or \
+            default_security(self.dep)
         if (k == "auto") != bool(candidates):
             raise InputError("--k auto goes with --candidates K1,K2,... (and candidates with "
                              "--k auto)")
@@ -44,6 +45,12 @@ class Selecting(Connections):
                                  max(candidates) if candidates else int(k), score, security,
                                  result, share_with, valid_for, tuple(candidates))
         return await self._run_job(request, "select", valid_for, poll, progress)
+
+    async def _required_security(self, dataset: str) -> str | None:
+        """The active setting that the dataset's owners shared it for, as the coordinator
+        lists it (the servers check it again against the signed request)."""
+        listed = (await (await self.session(self.dep.leader)).request("datasets"))["datasets"]
+        return next((d.get("requires") for d in listed if d["name"] == dataset), None)
 
     async def train(self, result: str, model: str, owner: str, *, epochs: int = 200,
                     learning_rate: float = 1.0, l2: float = 1.0,

@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("share", help="secret-share a CSV file as a contribution to a dataset")
-    s.add_argument("file", type=Path, help="the CSV file (plain or gzip, UTF-8, header row)")
+    s.add_argument("file", type=Path, help="the CSV file (plain or gzip, UTF-8, header row) "
+                   "or Parquet file (with pip install 'mpcnet[parquet]')")
     s.add_argument("--dataset", required=True, help="the dataset it contributes to (created "
                    "by its first contribution)")
     _encoding_options(s)
@@ -72,6 +73,10 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("id-key", help="make the key with which owners hash record IDs (local)")
     s.add_argument("--out", type=Path, required=True,
                    help="the new key file (readable by you only); give every owner a copy")
+
+    s = sub.add_parser("withdraw", help="withdraw your contribution to a dataset from every "
+                       "server (the dataset goes when no contribution is left)")
+    s.add_argument("--dataset", required=True, help="the dataset you contributed to")
 
     s = sub.add_parser("schema", help="print a dataset's schema as a TOML file (owners)")
     s.add_argument("--dataset", required=True, help="the dataset")
@@ -102,8 +107,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", required=True, help="the dataset to select from")
     _k_options(s)
     _score_option(s)
-    s.add_argument("--security", help="passive3 | active3 | active4 (default: passive3 with "
-                   "3 servers, active4 with 4)")
+    s.add_argument("--security", help="passive3 | active3 | active4 (default: the setting "
+                   "the dataset's owners shared for if active, else passive3 with 3 servers, "
+                   "active4 with 4)")
     s.add_argument("--result", required=True, help="name under which D' is stored")
     s.add_argument("--share-with", nargs="*", default=[], metavar="ANALYST",
                    help="other analysts who may see the job and fetch its result (default: "
@@ -159,6 +165,9 @@ def parser() -> argparse.ArgumentParser:
                    "readable by you only)")
     s.add_argument("--force", action="store_true",
                    help="replace an existing --out file or shares (default: refuse)")
+    for command in sub.choices.values():  # --json after the command too
+        command.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                             help="print machine-readable JSON (default: text)")
     return p
 
 
@@ -201,11 +210,25 @@ def _encoding_options(s: argparse.ArgumentParser) -> None:
                    help="columns coded as categories whatever their cells look like "
                         "(default: none)")
     s.add_argument("--missing", choices=("refuse", "zero", "mean"), default="refuse",
-                   help="empty, NA, NaN or ? cells: refuse them, put 0, or put the column's "
-                        "mean in this file (default: refuse)")
+                   help="empty, NA, NaN or ? cells: refuse them, or fill them: a numeric "
+                        "column's with 0 or the column's mean in this file, a categorical "
+                        "column's as --missing-categorical says (default: refuse)")
+    s.add_argument("--missing-categorical", choices=("category", "mode"), default="category",
+                   help="a categorical column's gaps, unless refused: a category of their own, "
+                        "'(missing)', or the column's most frequent category in this file "
+                        "(default: category)")
+    s.add_argument("--delimiter", default=",", type=_char, metavar="CHAR",
+                   help="the CSV delimiter: one character, tab as \\t or tab (default: ,)")
+    s.add_argument("--quote", default='"', type=_char, metavar="CHAR",
+                   help='the CSV quote character (default: ")')
     s.add_argument("--drop", nargs="*", default=[], metavar="COL",
                    help="columns to leave out (default: none)")
 
+
+
+def _char(text: str) -> str:
+    """A delimiter or quote character as typed (tab as \\t or tab)."""
+    return "\t" if text in ("\\t", "tab", "TAB") else text
 
 
 def _fmt_bytes(n: float) -> str:
@@ -345,13 +368,26 @@ async def _run(args: argparse.Namespace) -> int:
                                missing=args.missing, drop=tuple(args.drop),
                                ordinal=tuple(args.ordinal), security=args.security,
                                schema=args.schema, release=release(args),
-                               id_column=args.id_column, id_key=args.id_key)
+                               id_column=args.id_column, id_key=args.id_key,
+                               missing_categorical=args.missing_categorical,
+                               delimiter=args.delimiter, quotechar=args.quote)
+            added = ([f"new classes {s.new_classes}"] if s.new_classes else []) + [
+                f"new categories of {c!r}: {cats}" for c, cats in s.new_categories.items()]
             print_result(args, s.__dict__,
                    f"shared {s.rows} rows x {s.columns} columns"
                    f"{' with label ' + repr(s.label) if s.label else ''} to dataset "
                    f"{s.dataset!r} ({s.total_rows} rows now); {_fmt_bytes(s.bytes_per_server)} "
                    f"to each server in {s.seconds:.2f} s"
-                   + (f"; {s.schema}" if s.schema else ""))
+                   + (f"; {s.schema}" if s.schema else "")
+                   + "".join(f"\n  {line}" for line in added))
+            return 0
+        if args.cmd == "withdraw":
+            w = await cl.withdraw(args.dataset)
+            print_result(args, w, f"withdrew your contribution to {w['dataset']!r} from "
+                         f"{', '.join(w['servers'])}"
+                         + ("; no contribution is left, the dataset is gone"
+                            if w["dataset_removed"] else "; the other owners' contributions "
+                            "stay"))
             return 0
         if args.cmd == "select":
             job = await cl.select(args.dataset, args.k, args.result, security=args.security,
@@ -375,7 +411,7 @@ async def _run(args: argparse.Namespace) -> int:
             return 0
         if args.cmd == "model":
             check_writable(args.out, args.force)
-            fetched = await cl.fetch(args.model)
+            fetched = await cl.fetch(args.model, what="model")
             model = reconstruct_model(fetched, args.analyst)
             write_model(args.out, model, overwrite=args.force)
             by = fetched.manifest.get("analyst")
@@ -463,10 +499,13 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
                  f"on {_stored_on(by_server, d, 'digest')}/{len(dep.servers)} servers"
                  for d in items]
     elif cmd == "results":
-        lines = [f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
-                 f"({r['score']}, {r['security']}, job {r['job']}, by {r['owner']}"
-                 f"{' for ' + ','.join(r['share_with']) if r['share_with'] else ''})  "
-                 f"on {_stored_on(by_server, r, 'job')}/{len(r['parties'])} servers"
+        lines = [(f"{r['name']:<20} model trained on {r['dataset']!r} ({r['security']}, job "
+                  f"{r['job']}, by {r.get('analyst') or 'an analyst'} for {r['owner']})"
+                  if r.get("kind") == "model" else
+                  f"{r['name']:<20} {r['rows']:>7} x {r['k']:<4} from {r['dataset']!r} "
+                  f"({r['score']}, {r['security']}, job {r['job']}, by {r['owner']}"
+                  f"{' for ' + ','.join(r['share_with']) if r['share_with'] else ''})")
+                 + f"  on {_stored_on(by_server, r, 'job')}/{len(r['parties'])} servers"
                  for r in items]
     else:
         for j in items:
@@ -478,8 +517,10 @@ def _listing_text(cmd: str, by_server: dict[str, list[dict[str, Any]]], dep: Any
             if prog:
                 extra = f"{prog.get('phase')}, {prog.get('rounds')} rounds, " \
                         f"{prog.get('elapsed')} s"
-            lines.append(f"{j['id']} {when} {j['state']:<8} {j['dataset']}/k={j['k']}/"
-                         f"{j['security']} -> {j['result']}  {extra}")
+            what = (f"train {j['dataset']}/{j['security']} -> model {j['result']} for "
+                    f"{j.get('model_owner')}" if j.get("kind") == "train" else
+                    f"{j['dataset']}/k={j['k']}/{j['security']} -> {j['result']}")
+            lines.append(f"{j['id']} {when} {j['state']:<8} {what}  {extra}")
     lines += [f"{name}: DOWN ({why})" for name, why in missing.items()]
     return "\n".join(lines) or f"(no {cmd})"
 

@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
                      f"wrote a new record-ID key to {args.out}; give every owner of the "
                      "dataset a copy (never a server)")
         return 0
-    options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal))
+    options = EncodingOptions(args.categorical, args.missing, ordinal_columns=tuple(args.ordinal),
+                              missing_categorical=args.missing_categorical,
+                              delimiter=args.delimiter, quotechar=args.quote)
     if args.cmd == "draft-schema":
         if args.label is None:
             raise InputError("a schema names the label column: pass --label COLUMN")

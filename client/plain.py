@@ -18,7 +18,7 @@ import numpy as np
 
 from mpcnet.client.encoding import Encoded, encode_contribution
 from mpcnet.client.results import Reduced
-from mpcnet.dataset import EncodingOptions, read_header
+from mpcnet.dataset import Dialect, EncodingOptions, read_header
 from mpcnet.errors import InputError
 from mpcnet.featsel.scores import DEFAULT_SCORE
 from mpcnet.parties import catalog
@@ -55,27 +55,30 @@ def expected_selection(files: Sequence[str | Path], k: int, *, label: str | None
 
     if not files:
         raise InputError("give at least one CSV file")
+    options = options or EncodingOptions()
     rows: list[np.ndarray] | None = None
     if id_column is not None:
         if layout != "columns":
             raise InputError("record IDs (--id) key files split by columns: pass --columns")
-        rows, layout, drop = _joined_rows(files, id_column), "keyed", (*drop, id_column)
+        rows = _joined_rows(files, id_column, options.dialect)
+        layout, drop = "keyed", (*drop, id_column)
     view: dict[str, Any] | None = None
     parts: list[Encoded] = []
     entries: list[dict[str, Any]] = []
     for i, path in enumerate(files):
         # by columns, one file carries the label: the first that has the label column
-        has_label = label is not None and (layout == "rows" or label in read_header(path))
+        has_label = label is not None and (layout == "rows"
+                                           or label in read_header(path, options.dialect))
         if layout != "rows" and any(p.codes is not None for p in parts):
             has_label = False
-        done = encode_contribution(path, view, dataset="local", owner=f"owner-{i + 1}",
+        done = encode_contribution(path, view, dataset="", owner=f"owner-{i + 1}",
                                    layout=layout, sharing="passive3", security="passive3",
                                    label=label if has_label else None, drop=drop,
-                                   options=options or EncodingOptions(),
+                                   options=options,
                                    declared=declared if i == 0 else None)
         parts.append(done)
         entries.append(dict(catalog.entry(done.meta, f"owner-{i + 1}"), seq=i + 1))
-        manifest = catalog.assemble("local", layout, "passive3", entries)
+        manifest = catalog.assemble("", layout, "passive3", entries)
         view = manifest | {"owners": [e["owner"] for e in entries]}
     assert view is not None
     schema = view["schema"]
@@ -120,13 +123,14 @@ def _joined(parts: list[Encoded], layout: str) -> np.ndarray:
         np.hstack([p.values for p in parts])
 
 
-def _joined_rows(files: Sequence[str | Path], id_column: str) -> list[np.ndarray]:
+def _joined_rows(files: Sequence[str | Path], id_column: str, dialect: Dialect
+                 ) -> list[np.ndarray]:
     """Per file, the rows of the records every file holds (an inner join on the normalised
     record IDs, ``mpcnet.recordids``), in the first file's order."""
     from mpcnet.dataset import read_cells
     from mpcnet.recordids import normalised
 
-    ids = [normalised(read_cells(path, id_column), str(path)) for path in files]
+    ids = [normalised(read_cells(path, id_column, dialect), str(path)) for path in files]
     where = [{record: row for row, record in enumerate(file_ids)} for file_ids in ids]
     common = [record for record in ids[0] if all(record in w for w in where[1:])]
     if not common:

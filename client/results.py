@@ -36,14 +36,16 @@ class Fetched:
 class Fetching(Connections):
     """What an analyst does with a result."""
 
-    async def fetch(self, result: str, owner: str | None = None) -> Fetched:
+    async def fetch(self, result: str, owner: str | None = None,
+                    what: str = "result") -> Fetched:
         """Every server's shares of ``result`` of analyst ``owner`` (default: this client),
         with the servers' descriptions checked equal.
 
         How many servers hold shares follows from the result's security setting (the
         registry), not from any server's word: the client fetches from all of them (the
         reconstruction needs every component from two servers), after checking that each
-        one lists the result exactly as the coordinator does."""
+        one lists the result exactly as the coordinator does. ``what`` names it in errors
+        (a model owner fetches a "model")."""
         from mpcnet.schemes import registry
 
         check_name("result", result)
@@ -52,21 +54,21 @@ class Fetching(Connections):
         leader = await self.session(self.dep.leader)
         listed = {(r["owner"], r["name"]): r for r in (await leader.request("results"))["results"]}
         if key not in listed:
-            raise InputError(f"no result {result!r} of {owner} that you may read on "
+            raise InputError(f"no {what} {result!r} of {owner} that you may read on "
                              f"{self.dep.leader.name}; see mpc-client results")
         entry = listed[key]
         security = entry.get("security")
         try:
             n = registry.get(str(security)).n_parties
         except MPCError:
-            raise InputError(f"result {result!r}: {self.dep.leader.name} lists it with the "
+            raise InputError(f"{what} {result!r}: {self.dep.leader.name} lists it with the "
                              f"unknown security setting {security!r}") from None
         if n > len(self.dep.servers):
-            raise InputError(f"result {result!r} is {security}, which needs {n} servers; the "
+            raise InputError(f"{what} {result!r} is {security}, which needs {n} servers; the "
                              f"deployment has {len(self.dep.servers)}")
         servers = list(self.dep.servers[:n])
         if entry.get("parties") != [s.name for s in servers]:
-            raise InputError(f"result {result!r}: {self.dep.leader.name} lists its parties as "
+            raise InputError(f"{what} {result!r}: {self.dep.leader.name} lists its parties as "
                              f"{entry.get('parties')}, but {security} runs on "
                              f"{', '.join(s.name for s in servers)}; it cannot be trusted")
         sessions = await self.sessions_for(servers)
@@ -78,12 +80,12 @@ class Fetching(Connections):
         for s, theirs in zip(sessions[1:], await asyncio.gather(
                 *(listing_of(s) for s in sessions[1:])), strict=True):
             if theirs is None:
-                raise InputError(f"result {result!r} is not stored on {s.name} (it is on "
+                raise InputError(f"{what} {result!r} is not stored on {s.name} (it is on "
                                  f"{self.dep.leader.name}); it cannot be reconstructed")
             if theirs != entry:
                 differ = sorted(k for k in entry.keys() | theirs.keys()
                                 if entry.get(k) != theirs.get(k))
-                raise InputError(f"result {result!r}: {s.name} and {self.dep.leader.name} "
+                raise InputError(f"{what} {result!r}: {s.name} and {self.dep.leader.name} "
                                  f"describe it differently ({', '.join(differ)}); it cannot "
                                  "be reconstructed")
 
@@ -103,7 +105,7 @@ class Fetching(Connections):
                 or m.get("party") != p for p, m in enumerate(manifests))
                 or any(first.get(k) != v for k, v in described.items())
                 or entry.get("nonce") != (first.get("request") or {}).get("nonce")):
-            raise InputError(f"result {result!r}: the servers hold results of different jobs; "
+            raise InputError(f"{what} {result!r}: the servers hold results of different jobs; "
                              "it cannot be reconstructed")
         self._check_result_request(result, manifests[0])
         return Fetched(manifests[0], {p: a for p, (_, a) in enumerate(got)})

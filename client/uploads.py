@@ -14,19 +14,23 @@ import asyncio
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mpcnet.client.connection import Connections, ServerSession, default_security
 from mpcnet.client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
-from mpcnet.errors import InputError, MPCError, PeerError
+from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError
+from mpcnet.parties import catalog
 from mpcnet.parties.statements import contribution_parts
 from mpcnet.schemes.registry import held, holders, sharing_of
 from mpcnet.signing import SALT_BYTES, ComponentHash, Signed
+
+if TYPE_CHECKING:
+    from mpcnet.dataset import Dialect
 
 SHARE_BLOCK_BYTES = 16 << 20
 """Plaintext bytes per block of rows shared and sent at once (each server's part is a few
@@ -36,7 +40,8 @@ times this: bounded memory and frames whatever the file's size)."""
 @dataclass
 class ShareSummary:
     """What one ``share`` did; ``schema`` says how the file was read if a declared schema
-    decided it."""
+    decided it; ``new_classes`` and ``new_categories``, what it added to the dataset's
+    lists (a later owner's classes and categories that no earlier one had)."""
 
     dataset: str
     rows: int
@@ -46,6 +51,8 @@ class ShareSummary:
     seconds: float
     bytes_per_server: int
     schema: str | None = None
+    new_classes: list[str] = field(default_factory=list)
+    new_categories: dict[str, list[str]] = field(default_factory=dict)
 
 
 def read_declared(path: str | Path) -> Any:
@@ -68,14 +75,16 @@ class Sharing(Connections):
                     drop: tuple[str, ...] = (), ordinal: tuple[str, ...] = (),
                     security: str | None = None, schema: str | Path | None = None,
                     release: tuple[str, ...] = ("values",), table: Any = None,
-                    id_column: str | None = None, id_key: str | Path | None = None
-                    ) -> ShareSummary:
+                    id_column: str | None = None, id_key: str | Path | None = None,
+                    missing_categorical: str = "category", delimiter: str = ",",
+                    quotechar: str = '"') -> ShareSummary:
         """Read, check, encode and secret-share ``path`` as one contribution to ``dataset``;
         ``schema`` is a declared schema's TOML file (for a new dataset), ``release`` what an
-        analyst may receive of results on it (``catalog.RELEASES``; () for shares only).
-        With ``id_column`` (by columns only) the rows are keyed by that column's record IDs,
-        hashed here with the owners' key in the file ``id_key`` (``mpcnet.recordids``)."""
-        from mpcnet.dataset import EncodingOptions
+        analyst may receive of results on it (``catalog.RELEASES``; () for shares only); the
+        reading options as ``dataset.EncodingOptions``. With ``id_column`` (by columns only)
+        the rows are keyed by that column's record IDs, hashed here with the owners' key in
+        the file ``id_key`` (``mpcnet.recordids``)."""
+        from mpcnet.dataset import Dialect, EncodingOptions
         from mpcnet.schemes import registry
 
         t0 = time.perf_counter()
@@ -87,7 +96,7 @@ class Sharing(Connections):
             if layout != "columns" or id_key is None:
                 raise InputError("record IDs (--id) key a contribution by columns: pass "
                                  "--columns and the owners' --id-key FILE")
-            ids = _hashed_ids(path, id_column, id_key)
+            ids = _hashed_ids(path, id_column, id_key, Dialect(delimiter, quotechar))
             layout, drop = "keyed", (*drop, id_column)
         security = security or default_security(self.dep)
         sharing, n = sharing_of(security)
@@ -96,7 +105,9 @@ class Sharing(Connections):
             raise InputError(f"{security} needs {n} servers; the deployment has "
                              f"{len(self.dep.servers)}")
         options = EncodingOptions(categorical, missing,  # type: ignore[arg-type]
-                                  ordinal_columns=ordinal)
+                                  ordinal_columns=ordinal,
+                                  missing_categorical=missing_categorical,  # type: ignore[arg-type]
+                                  delimiter=delimiter, quotechar=quotechar)
         declared = None if schema is None else read_declared(schema)
         sessions = await self.sessions_for(list(self.dep.servers[:n]))
         given = table
@@ -124,7 +135,7 @@ class Sharing(Connections):
                             time.perf_counter() - t0, nbytes,
                             None if done.declared is None else
                             f"read by the dataset's declared schema (missing = "
-                            f"{done.declared.missing})")
+                            f"{done.declared.missing})", *_added(view if fixed else None, meta))
 
     async def schema_toml(self, dataset: str) -> str:
         """The dataset's schema as a TOML file: the declared one, or the one its contributions
@@ -265,6 +276,45 @@ class Sharing(Connections):
             raise
         return sent
 
+    # -- withdraw -------------------------------------------------------------------------------
+    async def withdraw(self, dataset: str) -> dict[str, Any]:
+        """Withdraw this owner's contribution to ``dataset`` from every server that holds it
+        (``parties.uploads.withdraw_dataset`` states the rule each server checks). Every
+        server must answer and agree on the dataset first; nothing is withdrawn otherwise.
+        A second run finishes a withdrawal that a server's failure cut short."""
+        check_name("dataset", dataset)
+        role = self.dep.client(self.identity).role
+        if role != "owner":  # as every server would refuse it (parties.access)
+            raise AccessDenied(f"{self.identity} (role {role}) may not use `mpc-client "
+                               "withdraw`; it needs the role owner")
+        sessions = await self.sessions_for(list(self.dep.servers))
+        views = [(await s.request("schema", dataset=dataset))["manifest"] for s in sessions]
+        holding = [(s, v) for s, v in zip(sessions, views, strict=True)
+                   if v is not None and self.identity in v["owners"]]
+        if not holding:
+            raise InputError(f"no server holds a contribution of {self.identity} to dataset "
+                             f"{dataset!r}; nothing to withdraw")
+        digests = {v["digest"] for _, v in holding}
+        if len(digests) > 1:
+            raise InputError(f"dataset {dataset!r}: the servers that hold your contribution "
+                             "disagree about the dataset (an upload in progress?); withdraw "
+                             "again once it has ended")
+        digest = digests.pop()
+        answers = await asyncio.gather(*(s.request("withdraw", dataset=dataset, digest=digest)
+                                         for s, _ in holding), return_exceptions=True)
+        failed = [(s.name, a) for (s, _), a in zip(holding, answers, strict=True)
+                  if isinstance(a, BaseException)]
+        if failed:
+            done = [s.name for (s, _), a in zip(holding, answers, strict=True)
+                    if not isinstance(a, BaseException)]
+            if not done:
+                raise failed[0][1]
+            raise InputError(f"withdrawn from {', '.join(done)} only ({failed[0][0]}: "
+                             f"{failed[0][1]}); run withdraw again to finish")
+        return {"dataset": dataset, "servers": [s.name for s, _ in holding],
+                "withdrawn": sorted({i for a in answers for i in a["withdrawn"]}),  # type: ignore[index]
+                "dataset_removed": not any(a["remaining"] for a in answers)}  # type: ignore[index]
+
     @staticmethod
     async def _quietly(sessions: list[ServerSession], op: str, **args: Any) -> None:
         async def one(s: ServerSession) -> None:
@@ -275,9 +325,21 @@ class Sharing(Connections):
         await asyncio.gather(*(one(s) for s in sessions if not s.conn.closed))
 
 
-def _hashed_ids(path: str | Path, column: str, key_file: str | Path) -> np.ndarray:
+def _hashed_ids(path: str | Path, column: str, key_file: str | Path, dialect: Dialect
+                ) -> np.ndarray:
     """The keyed hashes of the file's record IDs (``mpcnet.recordids``), its checks passed."""
     from mpcnet.dataset import read_cells
     from mpcnet.recordids import hashed, read_key
 
-    return hashed(read_cells(path, column), read_key(key_file), str(path))
+    return hashed(read_cells(path, column, dialect), read_key(key_file), str(path))
+
+def _added(view: dict[str, Any] | None, meta: dict[str, Any]
+           ) -> tuple[list[str], dict[str, list[str]]]:
+    """The classes and categories that ``meta`` adds to the dataset split by rows ``view``."""
+    if view is None:
+        return [], {}
+    schema = view["schema"]
+    classes = (meta["classes"] or [])[len(schema["classes"] or []):]
+    categories = {c: cats[len(schema["categories"].get(c, [])):]
+                  for c, cats in meta["categories"].items()}
+    return classes, {c: cats for c, cats in categories.items() if cats}

@@ -1,6 +1,8 @@
 """Encoding layer: read a data owner's CSV file into a numeric table and a label vector.
 
-Turns a CSV file (plain or gzip, UTF-8, header row) into the float64 m x p feature matrix and
+Turns a CSV file (plain or gzip, UTF-8, header row, any delimiter and quote character) or a
+Parquet file (with the optional pyarrow: ``pip install 'mpcnet[parquet]'``, read a row group
+batch at a time) into the float64 m x p feature matrix and
 the raw labels that the client then encodes in fixed point (mpcnet.fixedpoint) and
 secret-shares, and builds the m x (n-1) one-hot label-class matrix L of pi_MS-GINI
 (Li, Dowsley, De Cock 2021, Protocol 2 input; the n-th class is implicit). Every malformed input
@@ -35,9 +37,21 @@ from typing import IO, Literal
 import numpy as np
 
 from mpcnet.errors import InputError
+from mpcnet.fixedpoint import NO_EXPONENT, finest_exponents
 
 MISSING_POLICIES = ("refuse", "zero", "mean")
 """What EncodingOptions.missing may say."""
+
+CATEGORY_POLICIES = ("category", "mode")
+"""How a categorical column's gaps are filled when gaps are not refused: a category of their
+own (MISSING_CATEGORY) or the column's most frequent category in the owner's file."""
+
+COLUMN_POLICIES = ("refuse", "zero", "mean", *CATEGORY_POLICIES)
+"""What EncodingOptions.missing_columns may say for one column (zero and mean for numeric
+columns, category and mode for categorical ones)."""
+
+MISSING_CATEGORY = "(missing)"
+"""The category that a categorical column's missing cells become (policy ``category``)."""
 
 MISSING_TOKENS = frozenset({"", "NA", "NAN", "?"})
 """Cells that count as missing, compared after stripping blanks and upper-casing."""
@@ -54,7 +68,15 @@ class EncodingOptions:
         cell: a typo must not turn a numeric column into categories).
     ordinal_columns: columns coded as categories whatever their cells look like.
     missing: "refuse" (default) rejects a missing cell (empty, NA, NaN, ?); "zero" puts 0;
-        "mean" puts the mean of the column's non-missing cells in this file.
+        "mean" puts the mean of the column's non-missing cells in this file. It applies to
+        numeric columns; a categorical column's gaps are never a number (a mean of codes
+        names no category): unless refused they follow ``missing_categorical``.
+    missing_categorical: "category" (default) makes a categorical column's gaps a category of
+        their own, MISSING_CATEGORY; "mode" puts the column's most frequent category in this
+        file (the first in list order among equals).
+    missing_columns: per column, a policy of COLUMN_POLICIES that overrides the two above (a
+        declared schema sets them).
+    delimiter, quotechar: the CSV dialect (one character each; Parquet files ignore them).
     known_categories: per column, the category list of an earlier data owner; codes follow
         that list, categories not in it are appended after it (sorted), so earlier owners'
         codes stay valid, and the column is coded even if all its cells in this file look
@@ -65,12 +87,56 @@ class EncodingOptions:
     missing: Literal["refuse", "zero", "mean"] = "refuse"
     known_categories: dict[str, list[str]] = field(default_factory=dict)
     ordinal_columns: tuple[str, ...] = ()
+    missing_categorical: Literal["category", "mode"] = "category"
+    missing_columns: dict[str, str] = field(default_factory=dict)
+    delimiter: str = ","
+    quotechar: str = '"'
 
     def __post_init__(self) -> None:
         if self.categorical not in ("refuse", "ordinal"):
             raise InputError(f"categorical must be 'refuse' or 'ordinal', not {self.categorical!r}")
         if self.missing not in MISSING_POLICIES:
             raise InputError(f"missing must be 'refuse', 'zero' or 'mean', not {self.missing!r}")
+        if self.missing_categorical not in CATEGORY_POLICIES:
+            raise InputError("missing_categorical must be 'category' or 'mode', not "
+                             f"{self.missing_categorical!r}")
+        for name, how in self.missing_columns.items():
+            if how not in COLUMN_POLICIES:
+                raise InputError(f"column {name!r}: missing must be one of "
+                                 f"{', '.join(COLUMN_POLICIES)}, not {how!r}")
+        for what, char in (("delimiter", self.delimiter), ("quote character", self.quotechar)):
+            if not isinstance(char, str) or len(char) != 1 or char in "\r\n":
+                raise InputError(f"the CSV {what} must be one character (not a line break), "
+                                 f"not {char!r}; a tab is written \\t or tab")
+        if self.delimiter == self.quotechar:
+            raise InputError(f"the CSV delimiter and quote character are both "
+                             f"{self.delimiter!r}; choose two different characters")
+
+    @property
+    def dialect(self) -> Dialect:
+        """How the file's cells are separated and quoted."""
+        return Dialect(self.delimiter, self.quotechar)
+
+    def missing_for(self, column: str, categorical: bool) -> str:
+        """The policy for ``column``'s gaps (see the class docstring)."""
+        how = self.missing_columns.get(column)
+        if how is None:
+            return self.missing if self.missing == "refuse" or not categorical \
+                else self.missing_categorical
+        if categorical and how in ("zero", "mean") or not categorical and how in \
+                CATEGORY_POLICIES:
+            kind = "categorical" if categorical else "numeric"
+            raise InputError(f"column {column!r} is {kind}; its missing policy {how!r} is for "
+                             f"{'numeric' if categorical else 'categorical'} columns")
+        return how
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """A CSV file's delimiter and quote character."""
+
+    delimiter: str = ","
+    quotechar: str = '"'
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +158,18 @@ class Table:
         x = np.asarray(self.values, dtype=np.float64)
         return np.abs(x).max(axis=0) if x.shape[0] else np.zeros(x.shape[1])
 
+    @property
+    def finest(self) -> np.ndarray:
+        """Each column's smallest exponent at which all its values encode exactly
+        (``fixedpoint.finest_exponents``)."""
+        return finest_exponents(np.asarray(self.values, dtype=np.float64))
+
+    @property
+    def constant(self) -> np.ndarray:
+        """Whether each column holds one value only."""
+        x = np.asarray(self.values, dtype=np.float64)
+        return (x == x[:1]).all(axis=0) if x.shape[0] else np.ones(x.shape[1], dtype=bool)
+
     def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, values) of consecutive blocks of rows: here one block."""
         yield 0, self.values
@@ -108,16 +186,19 @@ class CsvTable:
     categories: dict[str, list[str]]
     rows: int
     peaks: np.ndarray
+    finest: np.ndarray  # as Table.finest
+    constant: np.ndarray  # as Table.constant
     positions: list[int]  # each column's position in the header
     fills: dict[int, float]  # what a numeric column's gaps become
     coded: dict[int, np.ndarray]  # the codes of the columns read as categories
     stamp: tuple[int, int, int]  # the file's inode, size and modification time when read
+    dialect: Dialect = Dialect()
 
     def chunks(self) -> Iterator[tuple[int, np.ndarray]]:
         if _stamp(self.path) != self.stamp:
             raise InputError(f"{self.path}: the file changed while it was being read; share "
                              "it again once it is complete")
-        rows = _rows(self.path)
+        rows = _rows(self.path, self.dialect)
         width = len(next(rows)[1])
         start = 0
         for chunk in _batches(rows, width):
@@ -252,11 +333,67 @@ def _open_text(path: Path) -> IO[str]:
         raise InputError(f"{path}: cannot read the file ({exc.strerror}); check the path") from exc
 
 
-def _rows(path: Path) -> Generator[tuple[int, list[str]], None, None]:
+PARQUET_MAGIC = b"PAR1"
+"""The first bytes of a Parquet file: such a file is read as Parquet whatever its name."""
+
+
+def _is_parquet(path: Path) -> bool:
+    """Whether a regular file starts with PARQUET_MAGIC (a pipe is never opened here: that
+    would wait for a writer; ``_open_text`` refuses it)."""
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as f:
+            return f.read(4) == PARQUET_MAGIC
+    except OSError:
+        return False  # _open_text says why
+
+
+def _parquet_rows(path: Path) -> Generator[tuple[int, list[str]], None, None]:
+    """(row number + 1, cells) of a Parquet file, the column names first, each cell as the
+    text a CSV export would hold (a number's shortest repr, an empty cell for a null), so that
+    one set of rules reads both formats. Read a batch of about CHUNK_CELLS cells at a time
+    (bounded memory, like the CSV path)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"{path}: a Parquet file needs pyarrow: pip install "
+                         "'mpcnet[parquet]' (or export the file as CSV)") from None
+    try:
+        handle = pq.ParquetFile(path)
+        names = list(handle.schema_arrow.names)
+        yield 1, names
+        size = max(1, CHUNK_CELLS // max(1, len(names)))
+        line = 2
+        for batch in handle.iter_batches(batch_size=size):
+            columns = [[_cell_text(v) for v in column.to_pylist()] for column in batch.columns]
+            for cells in zip(*columns, strict=True):
+                yield line, list(cells)
+                line += 1
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path}: not a readable Parquet file ({exc}); write it again or "
+                         "export it as CSV") from None
+
+
+def _cell_text(value: object) -> str:
+    """A Parquet value as CSV text: nulls empty, floats by their shortest round-trip repr."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+def _rows(path: Path, dialect: Dialect = Dialect()
+          ) -> Generator[tuple[int, list[str]], None, None]:
     """(CSV line on which it starts, cells) of every nonblank row, the header first, read
-    incrementally with strict quoting."""
+    incrementally with strict quoting in ``dialect`` (or a Parquet file's rows)."""
+    if _is_parquet(path):
+        yield from _parquet_rows(path)
+        return
     with _open_text(path) as text:
-        reader = csv.reader(text, strict=True)
+        reader = csv.reader(text, strict=True, delimiter=dialect.delimiter,
+                            quotechar=dialect.quotechar)
         start = 1
         try:
             for row in reader:
@@ -282,9 +419,9 @@ def _header(path: Path, rows: Iterator[tuple[int, list[str]]]) -> list[str]:
     return [name.strip() for name in first[1]]
 
 
-def read_header(path: str | Path) -> list[str]:
+def read_header(path: str | Path, dialect: Dialect = Dialect()) -> list[str]:
     """The column names of a CSV file's header row (only that row is read)."""
-    rows = _rows(Path(path))
+    rows = _rows(Path(path), dialect)
     try:
         return _header(Path(path), rows)
     finally:
@@ -362,28 +499,35 @@ def _first_in(cells: Sequence[str], wanted: set[str]) -> int:
     return next(i for i, cell in enumerate(cells) if cell in wanted)
 
 
-def _ordinal(cells: Sequence[str], known: list[str] | None) -> tuple[np.ndarray, list[str]]:
-    """Codes (NaN where missing) and categories of a text column coded 0..c-1 in list order:
-    the ``known`` list first, then this file's other categories, sorted."""
+def _ordinal(where: _Where, name: str, cells: Sequence[str], known: list[str] | None,
+             how: str) -> tuple[np.ndarray, list[str]]:
+    """Codes and categories of a text column coded 0..c-1 in list order: the ``known`` list
+    first, then this file's other categories, sorted. Its gaps, by the policy ``how``: refused,
+    the category MISSING_CATEGORY, or the column's most frequent category here (``mode``)."""
     distinct = set(cells)
-    lookup = {cell: math.nan for cell in distinct if _is_missing(cell)}
-    present = {cell.strip() for cell in distinct if cell not in lookup}
+    gaps = {cell for cell in distinct if _is_missing(cell)}
+    present = {cell.strip() for cell in distinct - gaps}
+    if gaps and how == "refuse":
+        raise InputError(f"{where(_first_in(cells, gaps), name)}: missing value; fill it in, "
+                         "drop the column, or choose --missing zero|mean (a categorical "
+                         "column's gaps then become a category of their own)")
+    if gaps and how == "category":
+        present.add(MISSING_CATEGORY)
+    if gaps and not present:
+        raise InputError(f"{where.path}: column {name!r} has no value at all, so it has no "
+                         "most frequent category; drop the column or use "
+                         "--missing-categorical category")
     categories = list(known or [])
     categories += sorted(present - set(categories))
     index = {cat: code for code, cat in enumerate(categories)}
-    for cell in distinct - lookup.keys():
-        lookup[cell] = float(index[cell.strip()])
+    lookup = {cell: float(index[cell.strip()]) for cell in distinct - gaps}
+    if gaps:
+        counts = Counter(cell.strip() for cell in cells if cell not in gaps)
+        fill = MISSING_CATEGORY if how == "category" else min(
+            counts, key=lambda cat: (-counts[cat], index[cat]))
+        lookup |= dict.fromkeys(gaps, float(index[fill]))
     codes = np.fromiter(map(lookup.__getitem__, cells), dtype=np.float64, count=len(cells))
     return codes, categories
-
-
-def _fill_missing(
-    where: _Where, name: str, values: np.ndarray, missing: np.ndarray, how: str
-) -> None:
-    """Replace missing entries in place according to EncodingOptions.missing."""
-    present = values[~missing]
-    values[missing] = _fill_value(where, name, how, int(np.argmax(missing)),
-                                  float(present.sum()), present.size)
 
 
 def _fill_value(where: _Where, name: str, how: str, first_missing: int, total: float,
@@ -406,12 +550,25 @@ def _fill_value(where: _Where, name: str, how: str, first_missing: int, total: f
 
 
 def _read_labels(where: _Where, name: str, cells: Sequence[str]) -> np.ndarray:
-    """The label cells, stripped, as an object array; refuses gaps and a single class."""
-    labels = np.array([cell.strip() for cell in cells], dtype=object)
-    gaps = {cell for cell in set(labels) if _is_missing(cell)}
+    """The label cells as an object array of class names: text stripped, numbers in one
+    spelling (``label_text``: 0, 0.0 and " 0 " are one class); refuses gaps, a column that
+    mixes numbers and text (naming the first row of the rarer kind) and a single class."""
+    counts = Counter(cells)
+    gaps = {cell for cell in counts if _is_missing(cell)}
     if gaps:
-        row = _first_in(list(labels), gaps)
+        row = _first_in(cells, gaps)
         raise InputError(f"{where(row, name)}: the label is missing; every row needs one")
+    names = {cell: label_text(cell) for cell in counts}
+    numeric = {cell for cell in counts if _as_number(cell) is not None}
+    if numeric and len(numeric) < len(counts):
+        text = set(counts) - numeric
+        rare = min((numeric, text), key=lambda kind: sum(counts[c] for c in kind))
+        row = _first_in(cells, rare)
+        raise InputError(f"{where(row, name)}: the label {cells[row].strip()!r} is "
+                         f"{'a number' if rare is numeric else 'text'}, the column's other "
+                         f"labels are {'text' if rare is numeric else 'numbers'}; a label "
+                         "column holds class names of one kind: fix the cell")
+    labels = np.array([names[cell] for cell in cells], dtype=object)
     if len(set(labels)) < 2:
         raise InputError(
             f"{where.path}: label column {name!r} has only the class {labels[0]!r}; feature "
@@ -429,11 +586,7 @@ def _read_column(
     if known is None and name not in options.ordinal_columns:
         _, non_numeric = _numeric(cells)
         _check_codable(where, name, cells, non_numeric, options.categorical)
-    column, categories = _ordinal(cells, known)
-    missing = np.isnan(column)
-    if missing.any():
-        _fill_missing(where, name, column, missing, options.missing)
-    return column, categories
+    return _ordinal(where, name, cells, known, options.missing_for(name, categorical=True))
 
 
 def _check_codable(
@@ -471,13 +624,25 @@ def read_csv(
 
 @dataclass
 class _Numbers:
-    """What the pass over one numeric column tells: its peak, gaps, sum and first infinity."""
+    """What the pass over one numeric column tells: its peak, range, finest exponent, gaps,
+    sum and first infinity."""
 
     peak: float = 0.0
+    low: float = math.inf
+    high: float = -math.inf
+    finest: int = NO_EXPONENT
     first_missing: int = -1
     total: float = 0.0
     count: int = 0
     infinite: tuple[int, str] | None = None
+
+    def value(self, present: np.ndarray) -> None:
+        """Finite values of the column (rows or the value that fills its gaps)."""
+        if present.size:
+            self.peak = max(self.peak, float(np.abs(present).max()))
+            self.low = min(self.low, float(present.min()))
+            self.high = max(self.high, float(present.max()))
+            self.finest = max(self.finest, int(finest_exponents(present[:, None])[0]))
 
     def add(self, start: int, values: np.ndarray, cells: Sequence[str]) -> None:
         """Rows start.. of the column: their values (NaN for gaps) and cells."""
@@ -489,8 +654,7 @@ class _Numbers:
             row = int(np.argmax(infinite))
             self.infinite = (start + row, cells[row])
         present = values[~missing & ~infinite]
-        if present.size:
-            self.peak = max(self.peak, float(np.abs(present).max()))
+        self.value(present)
         self.total += float(present.sum())
         self.count += present.size
 
@@ -507,7 +671,7 @@ def scan_csv(
     whole column's cells (to decide and code their categories as one file); those alone are
     read again in a second pass."""
     path = Path(path)
-    rows = _rows(path)
+    rows = _rows(path, options.dialect)
     header = _header(path, rows)
     stamp = _stamp(path)
     _check_header(path, header, label, drop)
@@ -543,8 +707,10 @@ def scan_csv(
         raise InputError(f"{path}: the file has a header but no data rows; add data rows")
     labels = None if label is None else _read_labels(where, label, label_cells)
     del label_cells
-    cells_of = _column_cells(path, [positions[j] for j in sorted(text)])
+    cells_of = _column_cells(path, [positions[j] for j in sorted(text)], options.dialect)
     peaks = np.zeros(len(columns))
+    finest = np.full(len(columns), NO_EXPONENT, dtype=np.int64)
+    constant = np.ones(len(columns), dtype=bool)
     fills: dict[int, float] = {}
     coded: dict[int, np.ndarray] = {}
     categories: dict[str, list[str]] = {}
@@ -553,19 +719,21 @@ def scan_csv(
             coded[j], categories[name] = _read_column(where, name, cells_of[positions[j]],
                                                       options)
             peaks[j] = float(np.abs(coded[j]).max())
+            finest[j] = 0 if peaks[j] else NO_EXPONENT  # codes are integers
+            constant[j] = bool((coded[j] == coded[j][0]).all())
             continue
         seen = numbers[j]
         if seen.infinite is not None:
             row, cell = seen.infinite
             raise InputError(f"{where(row, name)}: {cell!r} is infinite or too large for "
                              "float64; fix the cell")
-        peaks[j] = seen.peak
         if seen.first_missing >= 0:
-            fills[j] = _fill_value(where, name, options.missing, seen.first_missing,
-                                   seen.total, seen.count)
-            peaks[j] = max(peaks[j], abs(fills[j]))
-    return CsvTable(path, columns, labels, categories, len(lines), peaks, positions, fills,
-                    coded, stamp)
+            fills[j] = _fill_value(where, name, options.missing_for(name, categorical=False),
+                                   seen.first_missing, seen.total, seen.count)
+            seen.value(np.array([fills[j]]))
+        peaks[j], finest[j], constant[j] = seen.peak, seen.finest, seen.low == seen.high
+    return CsvTable(path, columns, labels, categories, len(lines), peaks, finest, constant,
+                    positions, fills, coded, stamp, options.dialect)
 
 
 def _stamp(path: Path) -> tuple[int, int, int]:
@@ -573,12 +741,13 @@ def _stamp(path: Path) -> tuple[int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _column_cells(path: Path, positions: list[int]) -> dict[int, list[str]]:
+def _column_cells(path: Path, positions: list[int], dialect: Dialect
+                  ) -> dict[int, list[str]]:
     """Every data row's cells at the given header positions (a pass over the file)."""
     out: dict[int, list[str]] = {pos: [] for pos in positions}
     if not positions:
         return out
-    rows = _rows(path)
+    rows = _rows(path, dialect)
     next(rows)
     for _, cells in rows:
         for pos in positions:
@@ -586,13 +755,13 @@ def _column_cells(path: Path, positions: list[int]) -> dict[int, list[str]]:
     return out
 
 
-def read_cells(path: str | Path, column: str) -> list[str]:
+def read_cells(path: str | Path, column: str, dialect: Dialect = Dialect()) -> list[str]:
     """Every data row's cell of ``column``, as text (record IDs, ``mpcnet.recordids``)."""
     path = Path(path)
-    header = read_header(path)
+    header = read_header(path, dialect)
     if column not in header:
         raise InputError(f"{path}: no column {column!r} (the header has {header[:8]})")
-    return _column_cells(path, [header.index(column)])[header.index(column)]
+    return _column_cells(path, [header.index(column)], dialect)[header.index(column)]
 
 
 def _as_number(text: str) -> float | None:
@@ -604,17 +773,43 @@ def _as_number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def label_text(cell: str) -> str:
+    """A label cell's class name: a number in one spelling (an integral value as an integer,
+    ``0``, ``0.0``, `` 0 `` and ``0e0`` alike; any other by its shortest repr), text stripped."""
+    value = _as_number(cell)
+    if value is None:
+        return cell.strip()
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
 def class_codes(
     labels: np.ndarray, classes: list[str] | None = None
 ) -> tuple[list[str], np.ndarray]:
     """Class list and int64 code per label: the labels' classes sorted (numerically if every
     one is a number), after ``classes`` (an earlier owner's list, kept as is so that its codes
-    stay valid) if it is given."""
+    stay valid) if it is given. A numeric label takes the agreed class of equal value however
+    either is spelled; numbers against an agreed list of text (or text against numbers) are
+    refused."""
     texts = [str(x) for x in labels]
     agreed = list(classes or [])
-    new = set(texts) - set(agreed)
-    numbers = {t: _as_number(t) for t in new}
-    if all(v is not None for v in numbers.values()):
+    distinct = set(texts)
+    numbers = {t: _as_number(t) for t in distinct | set(agreed)}
+    if agreed and distinct:
+        mine = all(numbers[t] is not None for t in distinct)
+        theirs = all(numbers[c] is not None for c in agreed)
+        if mine != theirs:
+            raise InputError(f"the labels here are {'numbers' if mine else 'text'} (e.g. "
+                             f"{sorted(distinct)[0]!r}), the dataset's classes are "
+                             f"{'numbers' if theirs else 'text'} ({agreed[:5]}); every owner "
+                             "names the classes alike")
+        if mine:  # match by value: an earlier owner's 0.0 and this file's 0 are one class
+            by_value = {numbers[c]: c for c in agreed}
+            texts = [by_value.get(numbers[t], t) for t in texts]
+            distinct = set(texts)
+    new = distinct - set(agreed)
+    if all(numbers.get(t) is not None for t in new):
         agreed += sorted(new, key=lambda t: (numbers[t], t))
     else:
         agreed += sorted(new)

@@ -42,6 +42,27 @@ MAX_ROWS = 2**24
 """Row limit of the secure split test: 2 * m * 2**VALUE_BITS < 2**63 requires m < 2**24."""
 
 
+NO_EXPONENT = -1100
+"""``finest_exponents`` of an all-zero column: below every float64's (a zero is exact at any
+scale; the largest float64 is exact from exponent -971 on)."""
+
+
+def finest_exponents(values: np.ndarray) -> np.ndarray:
+    """Per column of finite floats, the smallest exponent e at which every value encodes
+    exactly (x * 2**e is an integer: nothing is rounded), NO_EXPONENT for an all-zero column.
+
+    x = M * 2**(b - 53) with the 53-bit integer mantissa M (np.frexp); M's t trailing zero
+    bits make x an odd integer times 2**(b - 53 + t), exact from e = 53 - b - t on.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    mant, binexp = np.frexp(x)
+    ints = np.ldexp(np.abs(mant), 53).astype(np.int64)
+    _, lowbit = np.frexp((ints & -ints).astype(np.float64))  # 2**t has frexp exponent t + 1
+    need = 53 - binexp.astype(np.int64) - (lowbit.astype(np.int64) - 1)
+    need[x == 0] = NO_EXPONENT
+    return need.max(axis=0) if x.shape[0] else np.full(x.shape[1], NO_EXPONENT)
+
+
 def _column_name(columns: list[str] | None, j: int) -> str:
     """Name column j for an error message (the given name, else its 1-based position)."""
     return repr(columns[j]) if columns is not None else f"{j + 1} (1-based)"

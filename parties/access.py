@@ -24,7 +24,7 @@ OPERATIONS: dict[str, tuple[frozenset[str], str]] = {
     "upload": (frozenset({"owner"}), "share"),
     "commit": (frozenset({"owner"}), "share"),
     "abort": (frozenset({"owner"}), "share"),
-    "withdraw": (frozenset({"owner"}), "share"),
+    "withdraw": (frozenset({"owner"}), "withdraw"),
     "select": (frozenset({"analyst"}), "select"),
     "train": (frozenset({"analyst"}), "train"),
     "job": (frozenset({"analyst"}), "select"),
@@ -44,8 +44,8 @@ def check_operation(name: str, role: str, op: Any) -> str:
     roles, command = OPERATIONS[op]
     if role not in roles:
         command = command if command.startswith("mpc-") else f"mpc-client {command}"
-        raise AccessDenied(f"{name} (role {role}) may not use `{command}` "
-                           f"(operation {op}); it needs the role {' or '.join(sorted(roles))}")
+        raise AccessDenied(f"{name} (role {role}) may not use `{command}`; it needs the role "
+                           f"{' or '.join(sorted(roles))}")
     return op
 
 

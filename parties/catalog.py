@@ -11,7 +11,11 @@ A dataset has a *layout*, fixed by its first contribution:
   *schema*). A later owner may add classes and categories: its lists start with the
   schema's and new names follow, so the codes of what is stored keep their meaning, and the
   schema's lists grow (see ``_extended``; the label matrices are padded at load time,
-  ``Storage.load_dataset``).
+  ``Storage.load_dataset``). A column that every contribution so far says is all zero
+  (``zero_columns``) has no scale yet (the schema lists it as ``free``): the first one with
+  values in it fixes its exponent (the headroom rule, ``client.encoding.scales``). Zeros are
+  zeros at every scale, so the stored shares keep their meaning; a dishonest owner who
+  claims zeros only changes what its own rows say, which it can always do.
 - ``columns`` (vertical): every owner contributes attributes of the same records in the same row
   order; the row count must match, column names must not repeat, and exactly one contribution
   carries the label.
@@ -68,14 +72,17 @@ def contribution_meta(*, dataset: str, upload_id: str, layout: str, sharing: str
                       categories: dict[str, list[str]], label: str | None,
                       classes: list[str] | None, security: str | None = None,
                       declared: dict[str, Any] | None = None,
-                      release: list[str] | None = None, value_bits: int = VALUE_BITS) -> Meta:
+                      release: list[str] | None = None, value_bits: int = VALUE_BITS,
+                      zero_columns: list[str] | None = None) -> Meta:
     """The description of one upload, identical for every server. ``security`` is the
     setting the owner shared for: if it is an active one, no job on the dataset may run
     under a passive one (``ready_for_selection``). ``declared`` is the dataset's declared
     schema (``parties.declared``), carried by the first contribution. ``release`` is what
     the owner lets analysts receive (``RELEASES``; default: the values). ``value_bits``
-    bounds its encoded values (|x| < 2^value_bits), which bounds the rows a job may have."""
+    bounds its encoded values (|x| < 2^value_bits), which bounds the rows a job may have.
+    ``zero_columns``: the columns whose every value is 0 in it (their scale is still free)."""
     return {"dataset": dataset, "id": upload_id, "layout": layout, "sharing": sharing,
+            "zero_columns": list(zero_columns or []),
             "value_bits": int(value_bits),
             "security": security or sharing, "declared": declared,
             "release": ["values"] if release is None else sorted(set(release)),
@@ -85,7 +92,8 @@ def contribution_meta(*, dataset: str, upload_id: str, layout: str, sharing: str
 
 
 def _fail(dataset: str, msg: str) -> InputError:
-    return InputError(f"dataset {dataset!r}: {msg}")
+    """A refusal naming the dataset (none: the files of ``mpc-client plaintext``)."""
+    return InputError(f"dataset {dataset!r}: {msg}" if dataset else f"the files: {msg}")
 
 
 def check_meta(meta: Meta) -> None:
@@ -102,6 +110,9 @@ def check_meta(meta: Meta) -> None:
         raise _fail(ds, f"column names must be strings and exponents integers in {low}..{high}")
     if len(set(cols)) != len(cols):
         raise _fail(ds, "column names repeat")
+    zeros = meta.get("zero_columns", [])
+    if not isinstance(zeros, list) or not set(zeros) <= set(cols):
+        raise _fail(ds, "zero_columns must list some of this contribution's columns")
     cats = meta.get("categories")
     if not isinstance(cats, dict) or not all(
             k in cols and isinstance(v, list) and all(isinstance(x, str) for x in v)
@@ -162,7 +173,8 @@ def entry(meta: Meta, owner: str) -> dict[str, Any]:
             "classes": meta.get("classes"), "layout": meta["layout"],
             "sharing": meta.get("sharing"), "security": meta.get("security", meta["sharing"]),
             "declared": meta.get("declared"), "release": meta.get("release", ["values"]),
-            "value_bits": meta.get("value_bits", OLD_VALUE_BITS), "files": {}}
+            "value_bits": meta.get("value_bits", OLD_VALUE_BITS),
+            "zero_columns": list(meta.get("zero_columns", [])), "files": {}}
 
 
 def assemble(name: str, layout: str, sharing: str, entries: list[dict[str, Any]],
@@ -227,6 +239,8 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
         if e.get("declared") is not None:
             Declared.from_dict(e["declared"]).check_meta(e, ds)
             schema["declared"] = e["declared"]
+        elif layout == "rows" and e.get("zero_columns"):
+            schema["free"] = [c for c in e["columns"] if c in e["zero_columns"]]
         return {"name": ds, "layout": layout, "sharing": sharing, "schema": schema,
                 "rows": e["rows"], "contributions": [e]}
     new = dict(manifest, schema=copy.deepcopy(manifest["schema"]),
@@ -252,6 +266,7 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
             what = what or "same names, other order"
             raise _fail(ds, f"the columns differ from the dataset's ({what}); every owner must "
                             "use the same columns in the same order")
+        _fix_free_scales(schema, e)
         if e["exponents"] != schema["exponents"]:
             j = next(j for j, (a, b) in enumerate(zip(e["exponents"], schema["exponents"],
                                                       strict=True)) if a != b)
@@ -287,6 +302,23 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
         if e["label"] is not None:
             schema["label"], schema["classes"] = e["label"], e["classes"]
     return new
+
+
+def _fix_free_scales(schema: dict[str, Any], e: dict[str, Any]) -> None:
+    """The free columns (all zero so far) in which contribution ``e`` has values take its
+    exponents; those it has as zeros too stay free (``client.encoding.scales``)."""
+    free = schema.get("free")
+    if not free:
+        return
+    zeros = set(e.get("zero_columns", []))
+    for j, column in enumerate(schema["columns"]):
+        if column in free and column not in zeros:
+            schema["exponents"][j] = e["exponents"][j]
+    still = [c for c in free if c in zeros]
+    if still:
+        schema["free"] = still
+    else:
+        del schema["free"]
 
 
 def _extended(ds: str, what: str, agreed: list[str], given: list[str]) -> list[str]:
@@ -410,8 +442,8 @@ def ready_for_selection(manifest: Manifest, k: int, security: str,
                         f"2 m 2^{bits} < 2^63; share those files again with this client "
                         f"(below 2^{VALUE_BITS}) to a new dataset")
     p = len(manifest["schema"]["columns"])
-    if not 0 < k < p:
-        raise _fail(ds, f"k must be between 1 and {p - 1} (it has {p} features), got {k}")
+    if not 0 < k <= p:
+        raise _fail(ds, f"k must be between 1 and {p} (it has {p} features), got {k}")
     scoring = score(score_name)
     try:
         scoring.check_rows(m, len(manifest["schema"]["classes"]))

@@ -9,10 +9,13 @@ Without a declaration the first owner's file fixes a dataset's columns, scales a
     [columns]
     age = { type = "numeric", max_abs = 120 }        # or exponent = E (value * 2**E)
     site = { type = "categorical", categories = ["north", "south"] }
+    ward = { type = "categorical", categories = ["(missing)", "a"], missing = "category" }
 
-in column order. The first contribution carries it (``mpc-client share --schema FILE``) without
-its ranges (``max_abs``: the servers need only the exponents), the servers keep it with the
-dataset and check every later contribution's description against it
+in column order (a column's ``missing`` overrides the schema's for it: refuse, zero or mean for
+a numeric column, refuse, category or mode for a categorical one). The first contribution
+carries it (``mpc-client share --schema FILE``) without its ranges (``max_abs``: the servers
+need only the exponents), the servers keep it with the dataset and check every later
+contribution's description against it
 (columns, scale exponents, category lists, classes); each owner's client checks its values
 (ranges, categories, classes) before anything is sent, naming the column. ``draft`` writes a
 declaration from a sample file, ``to_toml`` prints one (``mpc-client schema``).
@@ -26,12 +29,19 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from mpcnet.dataset import MISSING_POLICIES, CsvTable, EncodingOptions, Table, class_codes
+from mpcnet.dataset import (
+    CATEGORY_POLICIES,
+    MISSING_POLICIES,
+    CsvTable,
+    EncodingOptions,
+    Table,
+    class_codes,
+)
 from mpcnet.errors import InputError
 from mpcnet.fixedpoint import EXPONENT_RANGE, VALUE_BITS, auto_exponents
 
@@ -48,14 +58,19 @@ class Column:
     exponent: int = 0
     max_abs: float | None = None
     categories: tuple[str, ...] = ()
+    missing: str | None = None  # this column's own missing policy, if any
 
     def spec(self) -> dict[str, Any]:
         """The column's entry in [columns] (its name is the key)."""
+        out: dict[str, Any]
         if self.kind == "categorical":
-            return {"type": "categorical", "categories": list(self.categories)}
-        out: dict[str, Any] = {"type": "numeric", "exponent": self.exponent}
-        if self.max_abs is not None:
-            out["max_abs"] = self.max_abs
+            out = {"type": "categorical", "categories": list(self.categories)}
+        else:
+            out = {"type": "numeric", "exponent": self.exponent}
+            if self.max_abs is not None:
+                out["max_abs"] = self.max_abs
+        if self.missing is not None:
+            out["missing"] = self.missing
         return out
 
 
@@ -158,7 +173,9 @@ class Declared:
         return EncodingOptions(missing=self.missing,  # type: ignore[arg-type]
                                known_categories={c.name: list(c.categories)
                                                  for c in self.columns
-                                                 if c.kind == "categorical"})
+                                                 if c.kind == "categorical"},
+                               missing_columns={c.name: c.missing for c in self.columns
+                                                if c.missing is not None})
 
     def check_table(self, table: Table | CsvTable, path: str) -> None:
         """An owner's file read with ``options``: the declared columns in order, every value
@@ -223,6 +240,17 @@ class Declared:
 def _column(name: str, spec: Any, fail: Any) -> Column:
     if not isinstance(spec, dict) or spec.get("type") not in KINDS:
         raise fail(f"column {name!r}: give type = \"numeric\" or \"categorical\"")
+    spec = dict(spec)
+    missing = spec.pop("missing", None)
+    allowed = ("refuse", *CATEGORY_POLICIES) if spec["type"] == "categorical" \
+        else MISSING_POLICIES
+    if missing is not None and missing not in allowed:
+        raise fail(f"column {name!r}: missing must be one of {', '.join(allowed)} for a "
+                   f"{spec['type']} column, not {missing!r}")
+    return replace(_typed_column(name, spec, fail), missing=missing)
+
+
+def _typed_column(name: str, spec: dict[str, Any], fail: Any) -> Column:
     if spec["type"] == "categorical":
         cats = spec.get("categories")
         if set(spec) - {"type", "categories"} or not isinstance(cats, list) or not cats or \

@@ -25,7 +25,7 @@ from mpcnet.net import wire
 from mpcnet.net.framing import FrameProtocol
 from mpcnet.parties import access, catalog, inventory
 from mpcnet.parties.logs import event
-from mpcnet.parties.uploads import Upload, withdraw
+from mpcnet.parties.uploads import Upload, withdraw, withdraw_dataset
 from mpcnet.signing import Signed
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class ClientSession:
             if access.may_read_result(self.name, m):
                 out.append({k: m.get(k) for k in ("name", "dataset", "job", "k", "score",
                                                   "security", "rows", "parties", "owner",
-                                                  "share_with", "release")}
+                                                  "share_with", "release", "analyst")}
                            | {"kind": m.get("kind", "select")}
                            | {"nonce": m.get("request", {}).get("nonce")})
         return {"results": out}
@@ -229,6 +229,16 @@ class ClientSession:
         return {"aborted": up is not None and up.abort()}
 
     async def op_withdraw(self, args: dict[str, Any]) -> dict[str, Any]:
+        if "digest" in args:  # mpc-client withdraw: all of this owner's contributions
+            ds = args.get("dataset")
+            busy = any(j.active and j.kind == "select" and j.dataset == ds
+                       for j in self.s.jobs.jobs.values())
+            ids = withdraw_dataset(self.s.storage, self.s.dep, self.name, ds,
+                                   args.get("digest"), busy)
+            if ids:
+                log.info("contribution(s) %s by %s withdrawn from %s", ", ".join(ids),
+                         self.name, ds, extra=event("dataset.withdrawn", client=self.name))
+            return {"withdrawn": ids, "remaining": self.s.storage.dataset(str(ds)) is not None}
         removed = withdraw(self.s.storage, self.s.dep, self.name, args.get("dataset", ""),
                            args.get("id"))
         if removed:

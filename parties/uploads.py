@@ -194,3 +194,36 @@ def withdraw(storage: Storage, dep: Deployment, owner: str, dataset: Any, upload
     mine = manifest is not None and any(c["id"] == upload_id and c["owner"] == owner
                                         for c in manifest["contributions"])
     return bool(mine and storage.withdraw(dataset, str(upload_id)))
+
+
+def withdraw_dataset(storage: Storage, dep: Deployment, owner: str, dataset: Any,
+                     digest: Any, busy: bool) -> list[str]:
+    """Remove every contribution that ``owner`` made to ``dataset`` (``mpc-client
+    withdraw``); the ids removed, [] if it has none here (a retry after a partial withdrawal).
+
+    The rule, checked by every server for itself: ``owner`` is the identity that this
+    session's TLS certificate authenticates (pinned in the deployment), it may contribute to
+    the dataset, and only the contributions that the manifest records as made by it are
+    removed (the owner of a contribution is recorded at its commit from the session, never
+    from a client's message). The client first reads every server's digest of the dataset
+    and asks each to withdraw only at that ``digest``: a server whose dataset differs (a
+    contribution committed meanwhile) refuses, and so does one with a selection on the
+    dataset queued or running (``busy``). A dataset with no contribution left is removed.
+    Results selected before stay: they are their analysts'."""
+    dataset = check_name("dataset", str(dataset))
+    check_contributor(dep, owner, dataset)
+    manifest = storage.dataset(dataset)
+    mine = [] if manifest is None else [str(c["id"]) for c in manifest["contributions"]
+                                        if c["owner"] == owner]
+    if not mine:
+        return []
+    assert manifest is not None
+    if digest != catalog.digest(manifest):
+        raise InputError(f"dataset {dataset!r} changed on this server since you read it (a "
+                         "contribution was added or withdrawn); withdraw again")
+    if busy:
+        raise InputError(f"a selection on dataset {dataset!r} is queued or running on this "
+                         "server; withdraw once it has ended")
+    for upload_id in mine:
+        storage.withdraw(dataset, upload_id)
+    return mine

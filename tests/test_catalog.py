@@ -110,7 +110,8 @@ def test_selection_needs_a_label_and_k_in_range() -> None:
         catalog.ready_for_selection(man, 1, "passive3")
     man = build((meta("1", cols=("a", "b", "c")), "a", 1))
     catalog.ready_for_selection(man, 2, "passive3")
-    for k in (0, 3, -1):
+    catalog.ready_for_selection(man, 3, "passive3")  # k = p: every feature, ranked
+    for k in (0, 4, -1):
         with pytest.raises(InputError, match="k must be"):
             catalog.ready_for_selection(man, k, "passive3")
 
@@ -182,3 +183,20 @@ def test_servers_agree_on_a_dataset_only_with_one_owner_statement() -> None:
                                             signed={"signature": sig})])
               for sig in ("00", "01")]
     assert catalog.digest(signed[0]) != catalog.digest(signed[1])
+
+
+def test_a_column_all_zero_so_far_takes_the_scale_of_the_first_owner_with_values() -> None:
+    zero = meta("1", exps=[0, 3]) | {"zero_columns": ["a"]}
+    man = build((zero, "o1", 1))
+    assert man["schema"]["free"] == ["a"]
+    still = meta("2", exps=[0, 3]) | {"zero_columns": ["a"]}
+    assert build((zero, "o1", 1), (still, "o2", 2))["schema"]["free"] == ["a"]
+    fixed = build((zero, "o1", 1), (still, "o2", 2), (meta("3", exps=[7, 3]), "o3", 3))
+    assert fixed["schema"]["exponents"] == [7, 3] and "free" not in fixed["schema"]
+    with pytest.raises(InputError, match="column 'a' is encoded with the scale exponent 9"):
+        build((zero, "o1", 1), (meta("3", exps=[7, 3]), "o3", 2), (meta("4", exps=[9, 3]),
+                                                                   "o4", 3))
+    with pytest.raises(InputError, match="column 'b' is encoded with the scale exponent 5"):
+        build((zero, "o1", 1), (meta("3", exps=[7, 5]), "o3", 2))  # b was never free
+    with pytest.raises(InputError, match="zero_columns must list"):
+        build((meta("1") | {"zero_columns": ["nope"]}, "o1", 1))

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import ROOT
 
 from mpcnet.client.local import LocalCluster
@@ -25,7 +26,8 @@ def readme_example() -> str:
 
 def test_the_readme_example_runs_and_gives_the_plaintext_selection(tmp_path: Path) -> None:
     script = readme_example() + (  # then keep what it fetched, to compare
-        f"\nimport numpy as np\nnp.save({str(tmp_path / 'd.npy')!r}, reduced.to_numpy())\n")
+        f"\nimport numpy as np\nnp.save({str(tmp_path / 'd.npy')!r}, reduced.to_numpy())\n"
+        f"named.to_csv({str(tmp_path / 'named.csv')!r}, index=False)\n")
     with LocalCluster(tmp_path / "deploy") as cluster:
         cluster.start()
         script = script.replace('"deploy/local.toml"', repr(str(cluster.config_path)))
@@ -43,3 +45,32 @@ def test_the_readme_example_runs_and_gives_the_plaintext_selection(tmp_path: Pat
     frame.iloc[63:].to_csv(halves[1], index=False)
     want = expected_selection(halves, 10, label="label").reduced.values
     assert np.array_equal(np.load(tmp_path / "d.npy"), want)
+    sides = [tmp_path / "left.csv", tmp_path / "right.csv"]
+    frame.iloc[:, :150].to_csv(sides[0], index=False)
+    frame.iloc[:, 150:].to_csv(sides[1], index=False)
+    by_columns = expected_selection(sides, 5, label="label", layout="columns")
+    named = pd.read_csv(tmp_path / "named.csv")
+    assert list(named.columns) == [*by_columns.columns, "label"]  # names and label released
+    assert f"by columns: {[*by_columns.columns, 'label']}" in r.stdout
+    assert np.array_equal(named.iloc[:, :5].to_numpy(), by_columns.reduced.values)
+    assert named["label"].astype(str).tolist() == by_columns.labels
+
+
+def test_the_api_takes_the_cli_names_and_refuses_unknown_options_with_its_errors(
+        tmp_path: Path) -> None:
+    from mpcnet.client import api
+
+    with LocalCluster(tmp_path / "deploy") as cluster:  # configuration only: no server runs
+        with api.connect(cluster.config_path, "hospital-a") as owner:
+            with pytest.raises(api.InputError, match="share\\(\\) takes no option 'colums'; "
+                               "its options are rows, columns, layout"):
+                owner.share(tmp_path / "x.csv", "d", colums=True)
+            with pytest.raises(api.InputError, match="rows and columns"):
+                owner.share(tmp_path / "x.csv", "d", rows=True, columns=True)
+            with pytest.raises(api.InputError, match="--release shares means shares only"):
+                owner.share(tmp_path / "x.csv", "d", release=["shares", "values"])
+        with api.connect(cluster.config_path, "analyst") as analyst:
+            with pytest.raises(api.InputError, match="select\\(\\) takes no option 'top'"):
+                analyst.select("d", 3, "r", top=3)
+            with pytest.raises(api.InputError, match="train\\(\\) takes no option 'lr'"):
+                analyst.train("r", "m", "clinic", lr=0.1)

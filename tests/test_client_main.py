@@ -91,7 +91,7 @@ def test_the_demo_checks_its_arguments_before_starting_anything() -> None:
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "mpcnet.client.demo", "--k", "400"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "between 1 and 309" in r.stderr and r.stdout == "", r
+    assert r.returncode == 2 and "between 1 and 310" in r.stderr and r.stdout == "", r
     assert time.monotonic() - t0 < 10  # no server was started
 
 
@@ -107,3 +107,43 @@ def test_the_job_figures_show_the_planner_choice() -> None:
     assert "top-k by network: 290,208 comparisons in 84 stage(s)" in text
     assert "20000 block(s) of 1 column(s), each in 2 tiles of 700 rows" in text
     assert "(other: ranking ruled out" in text
+
+
+def test_json_goes_before_or_after_the_command() -> None:
+    from mpcnet.client.main import parser
+
+    for argv in (["--json", "datasets"], ["datasets", "--json"], ["plaintext", "a.csv", "--k",
+                                                                   "2", "--json"]):
+        assert parser().parse_args(argv).json is True
+    assert parser().parse_args(["datasets"]).json is False
+
+
+def test_listings_describe_trainings_and_models_as_what_they_are() -> None:
+    from types import SimpleNamespace
+
+    from mpcnet.client.main import _listing_text
+
+    dep = SimpleNamespace(servers=[1, 2, 3])
+    job = {"id": "j1", "created": 0, "state": "done", "kind": "train", "dataset": "top10",
+           "k": 0, "security": "active3", "result": "lr", "model_owner": "clinic",
+           "figures": {"seconds": 1.0, "rounds": 9}}
+    line = _listing_text("jobs", {"alice": [job]}, dep, {})
+    assert "train top10/active3 -> model lr for clinic" in line and "k=0" not in line
+    model = {"name": "lr", "kind": "model", "dataset": "top10", "security": "active3",
+             "job": "j1", "owner": "clinic", "analyst": "analyst", "parties": ["a", "b", "c"],
+             "rows": 0, "k": 0, "score": None, "share_with": []}
+    line = _listing_text("results", {"alice": [model]}, dep, {})
+    assert "model trained on 'top10'" in line and "by analyst for clinic" in line
+
+
+def test_plaintext_refusals_name_the_files_not_a_dataset(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    from mpcnet.client.main import main
+
+    path = tmp_path / "a.csv"
+    path.write_text("a;b;y\n1;2;0\n3;5;1\n")
+    assert main(["plaintext", str(path), "--label", "y", "--k", "3", "--delimiter", ";"]) == 2
+    err = capsys.readouterr().err
+    assert "the files: k must be between 1 and 2" in err and "'local'" not in err
+    assert main(["plaintext", str(path), "--label", "y", "--k", "2", "--delimiter", ";"]) == 0

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from mpcnet.dataset import (
     BUNDLED,
+    MISSING_CATEGORY,
     EncodingOptions,
     bundled,
     class_codes,
@@ -77,11 +79,35 @@ def test_missing_zero_and_mean(tmp_path: Path) -> None:
 
 
 def test_ordinal_codes_sorted_categories(tmp_path: Path) -> None:
-    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\n,3,p\ngreen ,4,q\nred,5,p\n")
-    table = read_csv(path, label="y", options=EncodingOptions("ordinal", "zero"))
+    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\ngreen ,4,q\nred,5,p\n")
+    table = read_csv(path, label="y", options=EncodingOptions("ordinal"))
     assert table.categories == {"c": ["blue", "green", "red"]}
-    assert table.values[:, 0].tolist() == [2, 0, 0, 1, 2]  # the missing cell becomes 0
+    assert table.values[:, 0].tolist() == [2, 0, 1, 2]
+    assert table.values[:, 1].tolist() == [1, 2, 4, 5]
+
+
+@pytest.mark.parametrize("missing", ["zero", "mean"])
+def test_a_categorical_gap_is_a_category_of_its_own_never_a_number(tmp_path: Path,
+                                                                  missing: str) -> None:
+    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\n,3,p\ngreen ,4,q\nred,5,p\n")
+    table = read_csv(path, label="y", options=EncodingOptions("ordinal", missing))  # type: ignore[arg-type]
+    assert table.categories == {"c": [MISSING_CATEGORY, "blue", "green", "red"]}
+    assert table.values[:, 0].tolist() == [3, 1, 0, 2, 3]  # the gap is "(missing)", code 0
     assert table.values[:, 1].tolist() == [1, 2, 3, 4, 5]
+
+
+def test_a_categorical_gap_takes_the_mode_if_asked(tmp_path: Path) -> None:
+    path = write(tmp_path, "c,n,y\nred,1,p\nblue,2,q\n,3,p\nblue ,4,q\nred,5,p\n?,6,q\n")
+    options = EncodingOptions("ordinal", "mean", missing_categorical="mode")
+    table = read_csv(path, label="y", options=options)
+    assert table.categories == {"c": ["blue", "red"]}  # blue and red tie: the first listed
+    assert table.values[:, 0].tolist() == [1, 0, 0, 0, 1, 0]
+    refused = EncodingOptions("ordinal", "zero", missing_columns={"c": "refuse"})
+    with pytest.raises(InputError, match=r"row 3 \(line 4\), column 'c': missing value"):
+        read_csv(path, label="y", options=refused)
+    with pytest.raises(InputError, match="column 'n' is numeric; its missing policy 'mode'"):
+        read_csv(write(tmp_path, "n,y\n1,p\n,q\n", "n.csv"), label="y",
+                 options=EncodingOptions(missing_columns={"n": "mode"}))
 
 
 def test_known_categories_are_reused_and_extended(tmp_path: Path) -> None:
@@ -103,7 +129,7 @@ def test_mostly_numeric_column_is_not_coded_unless_named(tmp_path: Path) -> None
             label="y", options=ORDINAL)
     coded = EncodingOptions("ordinal", "zero", ordinal_columns=("a",))
     table = read_csv(path, label="y", options=coded)
-    assert table.categories == {"a": ["1", "2", "3O", "4"], "b": ["x", "y", "z"]}
+    assert table.categories == {"a": ["1", "2", "3O", "4"], "b": [MISSING_CATEGORY, "x", "y", "z"]}
     named = read_csv(path, label="y", drop=("b",),
                      options=EncodingOptions(ordinal_columns=("a",)))
     assert named.categories == {"a": ["1", "2", "3O", "4"]}
@@ -322,3 +348,70 @@ def test_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.csv"
     os.mkfifo(fifo)
     refused(fifo, "not a regular file", "read twice")
+
+
+def test_numeric_labels_are_one_class_however_spelled(tmp_path: Path) -> None:
+    path = write(tmp_path, "x,y\n1,0\n2,0.0\n3, 0 \n4,1e0\n5,1.50\n")
+    table = read_csv(path, label="y")
+    assert table.labels is not None and table.labels.tolist() == ["0", "0", "0", "1", "1.5"]
+    refused(write(tmp_path, "x,y\n1,0\n2,0.0\n", "one.csv"), "only the class '0'", label="y")
+    # a later owner's spelling meets an earlier owner's (also an older client's "0.0")
+    assert class_codes(np.array(["0", "1.0", "2"], dtype=object), ["0.0", "1"]) == (
+        ["0.0", "1", "2"], pytest.approx([0, 1, 2]))
+
+
+def test_a_label_column_of_numbers_and_text_is_refused_at_the_rarer_kind(tmp_path: Path
+                                                                        ) -> None:
+    refused(write(tmp_path, "x,y\n1,0\n2,1\n3,yes\n4,0\n"), "row 3 (line 4)", "'yes' is text",
+            "other labels are numbers", label="y")
+    refused(write(tmp_path, "x,y\n1,no\n2,1\n3,yes\n", "b.csv"), "row 2 (line 3)",
+            "'1' is a number", label="y")
+    with pytest.raises(InputError, match="labels here are numbers.*classes are text"):
+        class_codes(np.array(["0", "1"], dtype=object), ["no", "yes"])
+
+
+def test_a_delimiter_and_quote_character_of_the_owners_choice(tmp_path: Path) -> None:
+    text = "a;site;y\n1,5;'north; upper';p\n2;'it''s';q\n"
+    path = write(tmp_path, text.replace("1,5", "1.5"))
+    table = read_csv(path, label="y", options=EncodingOptions(
+        "ordinal", delimiter=";", quotechar="'"))
+    assert table.categories == {"site": ["it's", "north; upper"]}
+    assert table.values.tolist() == [[1.5, 1], [2, 0]]
+    for bad in ({"delimiter": ";;"}, {"delimiter": "\n"}, {"delimiter": "'", "quotechar": "'"}):
+        with pytest.raises(InputError, match="CSV"):
+            EncodingOptions(**bad)  # type: ignore[arg-type]
+
+
+def test_parquet_reads_as_the_same_data_as_csv_a_batch_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    import mpcnet.dataset as dataset
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.normal(size=50), "n": rng.integers(-5, 5, 50),
+                          "site": rng.choice(["x", "y", None], 50), "y": rng.integers(0, 2, 50)})
+    frame.loc[::9, "a"] = np.nan
+    frame.to_parquet(tmp_path / "f.parquet", index=False)
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    options = EncodingOptions("ordinal", "mean")
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(dataset, "CHUNK_CELLS", 40)  # 10 rows of 4 columns a batch
+    batches: list[int] = []
+    real = pq.ParquetFile.iter_batches
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for batch in real(self, *args, **kwargs):
+            batches.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", counted)
+    got = read_csv(tmp_path / "f.parquet", "y", options=options)
+    want = read_csv(tmp_path / "f.csv", "y", options=options)
+    assert got.columns == want.columns and got.categories == want.categories
+    assert np.array_equal(got.values, want.values) and got.labels.tolist() == want.labels.tolist()
+    assert got.categories["site"][0] == MISSING_CATEGORY
+    assert max(batches) <= 10 and sum(batches) % 50 == 0 and len(batches) >= 10  # two passes
+    refused(write(tmp_path, b"PAR1 not really", "bad.parquet"), "not a readable Parquet file",
+            label="y")

@@ -135,3 +135,23 @@ def test_a_malformed_description_is_refused_before_anything_is_stored(
         over: dict[str, Any], words: str) -> None:
     with pytest.raises(InputError, match=words):
         catalog.check_meta(_meta("2", **over))
+
+
+def test_a_declared_schema_sets_the_missing_policy_per_column(tmp_path: Path) -> None:
+    schema = Declared.from_toml(
+        'label = "y"\nmissing = "zero"\n[columns]\n'
+        'x = { type = "numeric", max_abs = 10, missing = "mean" }\n'
+        'site = { type = "categorical", categories = ["(missing)", "a", "b"] }\n'
+        'ward = { type = "categorical", categories = ["c", "d"], missing = "mode" }\n',
+        "s.toml")
+    assert Declared.from_toml(schema.to_toml(), "again") == schema
+    path = tmp_path / "f.csv"
+    path.write_text("x,site,ward,y\n2,a,d,p\n,,,q\n4,b,d,p\n")
+    table = read_csv(path, "y", options=schema.options())
+    schema.check_table(table, str(path))
+    assert table.values.tolist() == [[2, 1, 1], [3, 0, 1], [4, 2, 1]]
+    for bad, words in (('{ type = "numeric", max_abs = 1, missing = "mode" }', "numeric column"),
+                       ('{ type = "categorical", categories = ["a"], missing = "mean" }',
+                        "categorical column")):
+        with pytest.raises(InputError, match=words):
+            Declared.from_toml(f'label = "y"\n[columns]\nx = {bad}\n', "bad.toml")

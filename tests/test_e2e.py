@@ -305,7 +305,7 @@ def test_a_model_trained_on_a_result_reaches_its_owner_only(
     agree = np.mean(np.array(private.predict(x)) == np.array(reference.predict(x)))
     assert agree >= 0.95 and np.mean(np.array(private.predict(x)) == labels) > 0.6
     # the model is its owner's alone: not the analyst's who trained it, not another's
-    assert "no result" in refused(cluster.client("analyst", "model", "--model", model,
+    assert "no model" in refused(cluster.client("analyst", "model", "--model", model,
                                                  "--out", str(tmp_path / "a.json")), 2)
     assert "no result" in refused(cluster.client("analyst", "fetch", "--result", model,
                                                  "--out", str(tmp_path / "a.csv")), 2)
@@ -377,10 +377,12 @@ def test_an_owner_who_shares_for_active3_rules_out_passive_jobs(
     ok(cluster.client("hospital-a", "share", str(files["whole"]), "--dataset", "guard",
                       "--label", "label", "--security", "active3"))
     assert "active3" in ok(cluster.client("analyst", "datasets"))
-    r = cluster.client("analyst", "select", "--dataset", "guard", "--k", "3", "--result", "g")
+    r = cluster.client("analyst", "select", "--dataset", "guard", "--k", "3", "--result", "g",
+                       "--security", "passive3")
     assert r.returncode == 2 and "run the job with --security active3" in r.stderr, r.stderr
-    ok(cluster.client("analyst", "select", "--dataset", "guard", "--k", "3", "--result", "g",
-                      "--security", "active3"))
+    # without --security the select takes the setting the owner shared for
+    assert "active3" in ok(cluster.client("analyst", "select", "--dataset", "guard", "--k",
+                                          "3", "--result", "g"))
 
 
 def test_results_belong_to_their_analyst_and_those_it_shares_with(

@@ -94,9 +94,18 @@ def test_rounds_constant_and_bytes_linear() -> None:
 
 def test_bad_k_and_label_shape_are_refused() -> None:
     ds = _synthetic(20, 5, 2, seed=1)
-    for k in (0, 5, -1):
+    for k in (0, 6, -1):
         with pytest.raises(InputError, match="k must be"):
             private_selection("passive3", ds, k)
+
+
+@pytest.mark.parametrize("method", ["ranking", "network"])
+def test_k_equal_to_p_ranks_every_feature(scheme: str, method: str) -> None:
+    ds = _synthetic(40, 9, 3, seed=4)
+    chosen = plain_selection(ds, 9)
+    run = select_in_process(scheme, ds.values, ds.label_matrix, ds.n_classes, 9, ds.exponents,
+                            method=method)
+    np.testing.assert_array_equal(run.reduced, ds.values[:, chosen])
 
 
 @pytest.mark.parametrize("scheme", ["passive3", "active3", "active4"])

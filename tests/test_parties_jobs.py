@@ -116,8 +116,8 @@ def test_the_coordinator_queues_only_a_signed_request_of_the_analyst_itself(worl
         world.alice.submit({}, "analyst")
     with pytest.raises(InputError, match="not stored on alice"):
         world.alice.submit(world.request(dataset="other", result="x"), "analyst")
-    with pytest.raises(InputError, match="k must be between 1 and 3"):
-        world.alice.submit(world.request(k=COLS, result="y"), "analyst")
+    with pytest.raises(InputError, match="k must be between 1 and 4"):
+        world.alice.submit(world.request(k=COLS + 1, result="y"), "analyst")
 
 
 def test_a_request_runs_once_even_after_a_restart(world: World) -> None:

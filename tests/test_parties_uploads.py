@@ -16,7 +16,7 @@ from mpcnet.config import Deployment
 from mpcnet.errors import AccessDenied, InputError
 from mpcnet.parties import catalog
 from mpcnet.parties.storage import Storage
-from mpcnet.parties.uploads import Upload, withdraw
+from mpcnet.parties.uploads import Upload, withdraw, withdraw_dataset
 from mpcnet.schemes import registry
 from mpcnet.signing import Signed
 
@@ -218,6 +218,38 @@ def test_an_owner_withdraws_only_its_own_contribution(setup: tuple[Deployment, S
     assert not withdraw(storage, dep, "hospital-b", "d", "u1")
     assert withdraw(storage, dep, "hospital-a", "d", "u1")
     assert storage.dataset("d") is None or not storage.dataset("d")["contributions"]
+
+
+def _commit(storage: Storage, dep: Deployment, owner: str, upload_id: str) -> None:
+    meta = _meta(id=upload_id)
+    up = _describe(storage, dep, 1, owner, meta)
+    for part, arr in zip(("data", "labels"), _shares(), strict=True):
+        up.receive(part, arr)
+    up.commit(dep, is_coordinator=True, seq=None, signed=_signed(meta, owner))
+
+
+def test_withdrawing_a_dataset_removes_only_the_askers_contribution_at_the_digest_read(
+        setup: tuple[Deployment, Storage]) -> None:
+    """``withdraw_dataset``: the session's own contribution only, at the digest the owner
+    read from every server, never while a selection on it is queued or running."""
+    dep, storage = setup
+    _commit(storage, dep, "hospital-a", "u1")
+    read = catalog.digest(storage.dataset("d"))
+    _commit(storage, dep, "hospital-b", "u2")  # committed after hospital-a read the digest
+    with pytest.raises(InputError, match="changed on this server since you read it"):
+        withdraw_dataset(storage, dep, "hospital-a", "d", read, busy=False)
+    now = catalog.digest(storage.dataset("d"))
+    with pytest.raises(InputError, match="queued or running"):
+        withdraw_dataset(storage, dep, "hospital-a", "d", now, busy=True)
+    with pytest.raises(AccessDenied, match="outsider may not contribute"):
+        withdraw_dataset(storage, dep, "outsider", "d", now, busy=False)
+    assert withdraw_dataset(storage, dep, "hospital-a", "d", now, busy=False) == ["u1"]
+    left = storage.dataset("d")
+    assert [c["owner"] for c in left["contributions"]] == ["hospital-b"] and left["rows"] == ROWS
+    assert withdraw_dataset(storage, dep, "hospital-a", "d", now, busy=False) == []  # a retry
+    assert withdraw_dataset(storage, dep, "hospital-b", "d", catalog.digest(left),
+                            busy=False) == ["u2"]
+    assert storage.dataset("d") is None and "d" not in storage.dataset_names()
 
 
 def test_uploads_reserve_their_disk_space_until_they_end(setup: tuple[Deployment, Storage],

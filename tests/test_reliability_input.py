@@ -169,8 +169,8 @@ def _cases(f: dict[str, Path], cols: list[str]) -> list[Case]:
          ["'vert'", "40 rows", "contribution 30"]),
     ]
     select = ["select", "--dataset", "base", "--result", "x", "--k"]
-    cases += [(f"k = {k}", "analyst", [*select, k], ["'base'", "between 1 and 7", f"got {k}"])
-              for k in ("0", "-3", "8", "50")]
+    cases += [(f"k = {k}", "analyst", [*select, k], ["'base'", "between 1 and 8", f"got {k}"])
+              for k in ("0", "-3", "9", "50")]
     cases += [
         ("select: unknown dataset", "analyst", ["select", "--dataset", "nosuch", "--k", "2",
                                                 "--result", "x"], ["'nosuch'", "not stored"]),

@@ -116,8 +116,8 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     if labels.shape != (m, n_classes - 1):
         raise InputError(f"label matrix must be {m} x {n_classes - 1} (one-hot without the last "
                          f"class), got {labels.shape}")
-    if not 0 < k < p:
-        raise InputError(f"k must be between 1 and {p - 1} for {p} features, got {k}")
+    if not 0 < k <= p:
+        raise InputError(f"k must be between 1 and {p} for {p} features, got {k}")
     scoring.check_rows(m, n_classes)
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
                  scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)

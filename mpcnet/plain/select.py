@@ -14,10 +14,9 @@ import numpy as np
 
 
 def _check_k(k: int, p: int) -> None:
-    """Refuse a k outside 1..p-1 (as the private protocol does: keeping every feature is no
-    selection)."""
-    if not 1 <= k < p:
-        raise ValueError(f"k = {k} is out of range: choose 1 <= k < p = {p}")
+    """Refuse a k outside 1..p (as the private protocol does; k = p ranks every feature)."""
+    if not 1 <= k <= p:
+        raise ValueError(f"k = {k} is out of range: choose 1 <= k <= p = {p}")
 
 
 def topk_fraction(Q: Sequence[int], D: Sequence[int], k: int) -> list[int]:
