@@ -21,7 +21,7 @@ from reliability_common import lsvt_files, ok
 
 from mpcnet.client.connection import Connections
 from mpcnet.client.local import LocalCluster
-from mpcnet.errors import AccessDenied, MPCError
+from mpcnet.errors import AccessDenied, InputError, MPCError
 from mpcnet.net.tls import run
 
 CHEATER = Path(__file__).resolve().parent / "rebuild_cheater.py"
@@ -186,3 +186,68 @@ def test_a_server_takes_back_only_the_components_it_held(tmp_path: Path,
         r = rebuild(cluster, "bob")
         assert r.returncode == 3 and "needs two of the other servers" in r.stderr \
             and "carol" in r.stderr, r.stdout + r.stderr
+
+
+REPLAYER = Path(__file__).resolve().parent / "rebuild_replay_cheater.py"
+
+
+class ReplayingCluster(LocalCluster):
+    """A local deployment whose alice aborts the first job storing result ``r`` (it keeps the
+    aborted copy, signed by every server) and lists that copy, and serves its components, to a
+    peer that rebuilds; it lists result ``ok-r`` with a malformed field."""
+
+    def server_argv(self, name: str) -> list[str]:
+        if name != "alice":
+            return super().server_argv(name)
+        return [sys.executable, str(REPLAYER), "--result", "r", "--malformed", "ok-r",
+                "--stash", str(self.root / "alice-stash.pkl")]
+
+
+def test_an_aborted_result_replayed_is_refused_without_framing_an_honest_peer(
+        tmp_path: Path, files: dict[str, Path]) -> None:
+    """Issue 33 review: the copies of a result its peers list must agree (its job), each
+    component is asked of that job, and a malformed copy does not hide a good one."""
+    with ReplayingCluster(tmp_path / "deploy", 3) as cluster:
+        cluster.root = tmp_path
+        cluster.start()
+        share_two(cluster, files, "t", "passive3")
+        # job J1: alice sends a garbage statement, bob and carol abort it and discard it
+        assert cluster.client("analyst", "select", "--dataset", "cols-t", "--k", "3",
+                              "--result", "r").returncode != 0
+        assert (tmp_path / "alice-stash.pkl").exists()
+        # job J2 stores ``r`` on every server
+        for result in ("r", "ok-r"):
+            ok(cluster.client("analyst", "select", "--dataset", "rows-t", "--k", "4",
+                              "--result", result))
+        reduced = fetched(cluster, tmp_path / "ok.csv", "--result", "ok-r")
+        cluster.kill("bob")
+        shutil.rmtree(cluster.dep.server("bob").data_dir)
+        r = rebuild(cluster, "bob")
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "refused result 'r' of analyst: CheatingDetected" in r.stdout, r.stdout
+        assert "the peers do not agree on result 'r'" in r.stdout, r.stdout
+        assert "carol sent" not in r.stdout + r.stderr  # carol is honest
+        assert "rebuilt 2 datasets and 1 results" in r.stdout, r.stdout
+        assert "alice describes result ok-r otherwise than bob signed it: a malformed " \
+               "manifest" in r.stderr, r.stderr
+        data = cluster.dep.server("bob").data_dir
+        assert not (data / "results" / "analyst" / "r").exists()
+        cluster.start(["bob"])
+        assert fetched(cluster, tmp_path / "again.csv", "--result", "ok-r") == reduced
+
+        async def ask_another_job() -> None:
+            """carol hands back a component of ``ok-r`` of its own job only."""
+            bob = Connections(cluster.dep, "bob")
+            try:
+                carol = await bob.session(cluster.dep.server("carol"))
+                inv = await carol.request("inventory")
+                view = next(v for v in inv["results"] if v["name"] == "ok-r")
+                what = {"component": 2, "owner": "analyst", "result": "ok-r", "part": "reduced"}
+                await carol.request("component", job=view["job"], **what)
+                await carol.recv_array()
+                with pytest.raises(InputError, match="from job"):
+                    await carol.request("component", job="another", **what)
+            finally:
+                bob.close()
+
+        run(ask_another_job())
