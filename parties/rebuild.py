@@ -415,7 +415,8 @@ class Rebuild:
                 self.summary.cheated |= bool(cheaters)
                 return salt, array
             if peer not in listing:  # it listed another copy: not the one it was asked for
-                failures.append(f"{session.name} sent another copy's")
+                failures.append(f"{session.name} (whose own copy was passed over) sent one "
+                                f"that differs from what {self.name} signed")
                 continue
             cheaters.append(session.name)
             log.warning("%s sent component %d of %s of result %s, and it differs from what "
