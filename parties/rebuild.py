@@ -333,7 +333,8 @@ class Rebuild:
         (manifest digest, hence job): with three servers both, with four a majority. A server
         signs every job's result it stores, an aborted one's too, so its signature alone does
         not tell which job's copy is stored (docs/reliability.md)."""
-        failures, confirmed = [], {}
+        failures: list[str] = []
+        confirmed: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         for peer, candidate in views.items():
             try:
                 confirmed[peer] = (self._signed_result(candidate), candidate)
@@ -393,7 +394,8 @@ class Rebuild:
         salt, from the first holder listing the accepted copy whose component is the one this
         server signed (``entry``); a holder that refuses is passed over, one that sends
         another is named."""
-        failures, cheaters = [], []
+        failures: list[str] = []
+        cheaters: list[str] = []
         for peer in self._holders(n, comp, listing):
             session = self.sessions[peer]
             try:

@@ -42,6 +42,13 @@ def rebuild(cluster: LocalCluster, name: str) -> subprocess.CompletedProcess[str
                           capture_output=True, text=True, timeout=120, env=cluster._env())
 
 
+def lose_and_rebuild(cluster: LocalCluster, name: str) -> subprocess.CompletedProcess[str]:
+    """Server ``name`` stopped, its data folder deleted, and ``mpc-party --rebuild`` run."""
+    cluster.kill(name)
+    shutil.rmtree(cluster.dep.server(name).data_dir)
+    return rebuild(cluster, name)
+
+
 def share_two(cluster: LocalCluster, files: dict[str, Path], tag: str, security: str) -> None:
     """Dataset ``rows-<tag>`` from two owners' records, ``cols-<tag>`` from their columns."""
     for owner, part in (("hospital-a", "top"), ("hospital-b", "bottom")):
@@ -52,6 +59,13 @@ def share_two(cluster: LocalCluster, files: dict[str, Path], tag: str, security:
                       "--columns", "--security", security))
     ok(cluster.client("hospital-b", "share", str(files["right"]), "--dataset", f"cols-{tag}",
                       "--columns", "--label", "label", "--security", security))
+
+
+def select(cluster: LocalCluster, dataset: str, k: int, *results: str) -> None:
+    """The analyst's selection of ``k`` features of ``dataset``, stored as each result."""
+    for result in results:
+        ok(cluster.client("analyst", "select", "--dataset", dataset, "--k", str(k),
+                          "--result", result))
 
 
 def fetched(cluster: LocalCluster, out: Path, *args: str) -> str:
@@ -105,14 +119,23 @@ def test_a_server_that_lost_its_disk_is_rebuilt_and_every_result_is_as_before(
         assert np.allclose(again["coef"], before["coef"], atol=0.05)
 
 
-class LyingCluster(LocalCluster):
+class CheatingCluster(LocalCluster):
+    """A local deployment whose alice runs a test launcher (``cheat``)."""
+
+    def cheat(self) -> list[str]:
+        raise NotImplementedError
+
+    def server_argv(self, name: str) -> list[str]:
+        return [sys.executable, *self.cheat()] if name == "alice" else \
+            super().server_argv(name)
+
+
+class LyingCluster(CheatingCluster):
     """A local deployment whose alice lies to a peer that rebuilds: wrong components of
     dataset ``rows-t`` and result ``lie-r``, and every result widened in its inventory."""
 
-    def server_argv(self, name: str) -> list[str]:
-        if name != "alice":
-            return super().server_argv(name)
-        return [sys.executable, str(CHEATER), "--lie-about", "rows-t", "lie-r"]
+    def cheat(self) -> list[str]:
+        return [str(CHEATER), "--lie-about", "rows-t", "lie-r"]
 
 
 def test_a_peer_that_sends_a_wrong_component_is_named_and_its_dataset_refused(
@@ -122,13 +145,9 @@ def test_a_peer_that_sends_a_wrong_component_is_named_and_its_dataset_refused(
     with LyingCluster(tmp_path / "deploy", 3) as cluster:
         cluster.start()
         share_two(cluster, files, "t", "passive3")
-        for result in ("lie-r", "ok-r"):
-            ok(cluster.client("analyst", "select", "--dataset", "cols-t", "--k", "3",
-                              "--result", result))
+        select(cluster, "cols-t", 3, "lie-r", "ok-r")
         reduced = fetched(cluster, tmp_path / "ok.csv", "--result", "ok-r")
-        cluster.kill("bob")
-        shutil.rmtree(cluster.dep.server("bob").data_dir)
-        r = rebuild(cluster, "bob")
+        r = lose_and_rebuild(cluster, "bob")
         assert r.returncode == 4, r.stdout + r.stderr
         assert "rebuilt 1 datasets and 1 results" in r.stdout, r.stdout
         assert "refused dataset 'rows-t': CheatingDetected" in r.stdout, r.stdout
@@ -149,14 +168,12 @@ def test_a_peer_that_sends_a_wrong_component_is_named_and_its_dataset_refused(
         assert fetched(cluster, tmp_path / "again.csv", "--result", "ok-r") == reduced
 
 
-class ComponentLyingCluster(LocalCluster):
+class ComponentLyingCluster(CheatingCluster):
     """Four servers; alice lists every result as stored but lies about result ``lie-r``'s
     components."""
 
-    def server_argv(self, name: str) -> list[str]:
-        if name != "alice":
-            return super().server_argv(name)
-        return [sys.executable, str(CHEATER), "--lie-about", "lie-r", "--true-inventory"]
+    def cheat(self) -> list[str]:
+        return [str(CHEATER), "--lie-about", "lie-r", "--true-inventory"]
 
 
 def test_with_four_servers_a_wrong_component_is_asked_again_of_the_next_holder(
@@ -169,9 +186,7 @@ def test_with_four_servers_a_wrong_component_is_asked_again_of_the_next_holder(
         ok(cluster.client("analyst", "select", "--dataset", "rows-t", "--k", "4", "--result",
                           "lie-r", "--security", "active4"))
         reduced = fetched(cluster, tmp_path / "r.csv", "--result", "lie-r")
-        cluster.kill("bob")
-        shutil.rmtree(cluster.dep.server("bob").data_dir)
-        r = rebuild(cluster, "bob")
+        r = lose_and_rebuild(cluster, "bob")
         assert r.returncode == 4, r.stdout + r.stderr
         assert "rebuilt 2 datasets and 1 results" in r.stdout, r.stdout
         assert "cheating: alice sent a wrong component of result 'lie-r'" in r.stdout, r.stdout
@@ -228,15 +243,13 @@ def test_a_server_takes_back_only_the_components_it_held(tmp_path: Path,
 REPLAYER = Path(__file__).resolve().parent / "rebuild_replay_cheater.py"
 
 
-class ReplayingCluster(LocalCluster):
+class ReplayingCluster(CheatingCluster):
     """A local deployment whose alice aborts the first job storing result ``r`` (it keeps the
     aborted copy, signed by every server) and lists that copy, and serves its components, to a
     peer that rebuilds; it lists result ``ok-r`` with a malformed field."""
 
-    def server_argv(self, name: str) -> list[str]:
-        if name != "alice":
-            return super().server_argv(name)
-        return [sys.executable, str(REPLAYER), "--result", "r", "--malformed", "ok-r",
+    def cheat(self) -> list[str]:
+        return [str(REPLAYER), "--result", "r", "--malformed", "ok-r",
                 "--stash", str(self.root / "alice-stash.pkl")]
 
 
@@ -253,13 +266,9 @@ def test_an_aborted_result_replayed_is_refused_without_framing_an_honest_peer(
                               "--result", "r").returncode != 0
         assert (tmp_path / "alice-stash.pkl").exists()
         # job J2 stores ``r`` on every server
-        for result in ("r", "ok-r"):
-            ok(cluster.client("analyst", "select", "--dataset", "rows-t", "--k", "4",
-                              "--result", result))
+        select(cluster, "rows-t", 4, "r", "ok-r")
         reduced = fetched(cluster, tmp_path / "ok.csv", "--result", "ok-r")
-        cluster.kill("bob")
-        shutil.rmtree(cluster.dep.server("bob").data_dir)
-        r = rebuild(cluster, "bob")
+        r = lose_and_rebuild(cluster, "bob")
         assert r.returncode == 4, r.stdout + r.stderr
         assert "refused result 'r' of analyst: CheatingDetected" in r.stdout, r.stdout
         assert "the peers do not agree on result 'r'" in r.stdout, r.stdout
