@@ -10,11 +10,15 @@ held:
    digest), or, with four servers, on a majority of them (a dissenting peer is named); each
    contribution's description is the one its owner signed, and the schema is assembled again
    from those descriptions. A result's is checked against this server's own signed statement
-   of it, which its peers kept (and every other server's statement against that one);
-2. every component it held, asked of one other holder (never one it did not hold: the peer
-   refuses), and checked against a signed digest: its owner's for a dataset, this server's own
-   for a result. A component that differs is a peer cheating: it is named, and that dataset or
-   result is refused (nothing of it stored); the others are rebuilt;
+   of it, which its peers kept (and every other server's statement against that one), and
+   the copies so confirmed must be the same job's on every peer (with four, on a majority):
+   a server signs an aborted job's result too, so a peer could replay one;
+2. every component it held, asked of another holder (never one it did not hold: the peer
+   refuses; a result's by its job), the next holder if one refuses or, for a result, differs,
+   and checked against a signed digest: its owner's for a dataset, this server's own for a
+   result. A component that differs, sent by a peer that listed the copy agreed on, is that
+   peer cheating: it is named, and unless another holder sent it right that dataset or result
+   is refused (nothing of it stored); the others are rebuilt;
 3. written to staging and committed as an upload or a job would (``parties.storage``).
 
 Job records (the history of jobs and their figures) are not rebuilt; the other servers keep
