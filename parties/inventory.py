@@ -62,7 +62,8 @@ def component(storage: Storage, dep: Deployment, me: int, peer: str, args: dict[
               ) -> tuple[dict[str, Any], Blocks]:
     """The salt and shape of one component that ``peer`` held, and its blocks of rows
     (each stored file checked against its SHA-256 first): of a contribution's array
-    (``dataset``, ``upload``, ``part``) or of a result's (``owner``, ``result``, ``part``)."""
+    (``dataset``, ``upload``, ``part``) or of a result's (``owner``, ``result``, ``job``,
+    ``part``: that job's copy only, never an aborted job's of the same name)."""
     part = str(args.get("part"))
     if "dataset" in args:
         manifest = storage.dataset(check_name("dataset", str(args["dataset"])))
@@ -83,6 +84,9 @@ def component(storage: Storage, dep: Deployment, me: int, peer: str, args: dict[
     stored = storage.result(owner, name)
     if stored is None or part not in stored["files"]:
         raise InputError(f"no array {part!r} of result {name!r} of {owner} here")
+    if stored.get("job") != args.get("job"):  # an aborted job's copy is never handed back
+        raise InputError(f"result {name!r} of {owner} is stored here from job "
+                         f"{stored.get('job')}, not {args.get('job')}")
     if stored["parties"] != [s.name for s in dep.servers[:len(stored["parties"])]]:
         raise InputError(f"result {name!r} of {owner} was made by other servers")
     n = len(stored["parties"])

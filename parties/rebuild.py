@@ -10,11 +10,15 @@ held:
    digest), or, with four servers, on a majority of them (a dissenting peer is named); each
    contribution's description is the one its owner signed, and the schema is assembled again
    from those descriptions. A result's is checked against this server's own signed statement
-   of it, which its peers kept (and every other server's statement against that one);
-2. every component it held, asked of one other holder (never one it did not hold: the peer
-   refuses), and checked against a signed digest: its owner's for a dataset, this server's own
-   for a result. A component that differs is a peer cheating: it is named, and that dataset or
-   result is refused (nothing of it stored); the others are rebuilt;
+   of it, which its peers kept (and every other server's statement against that one), and
+   the copies so confirmed must be the same job's on every peer (with four, on a majority):
+   a server signs an aborted job's result too, so a peer could replay one;
+2. every component it held, asked of another holder (never one it did not hold: the peer
+   refuses; a result's by its job), the next holder if one refuses or, for a result, differs,
+   and checked against a signed digest: its owner's for a dataset, this server's own for a
+   result. A component that differs, sent by a peer that listed the copy agreed on, is that
+   peer cheating: it is named, and unless another holder sent it right that dataset or result
+   is refused (nothing of it stored); the others are rebuilt;
 3. written to staging and committed as an upload or a job would (``parties.storage``).
 
 Job records (the history of jobs and their figures) are not rebuilt; the other servers keep
@@ -55,6 +59,7 @@ class Summary:
     results: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
     unreachable: dict[str, str] = field(default_factory=dict)
+    named: dict[str, str] = field(default_factory=dict)
     bytes_received: int = 0
     seconds: float = 0.0
     cheated: bool = False
@@ -65,6 +70,7 @@ class Summary:
                f"{self.seconds:.2f} s"]
         out += [f"unreachable: {name}: {why}" for name, why in self.unreachable.items()]
         out += [f"refused {what}: {why}" for what, why in self.refused.items()]
+        out += [f"cheating: {name} {why}" for name, why in self.named.items()]
         return out
 
 
@@ -152,10 +158,10 @@ class Rebuild:
 
     # -- a dataset ---------------------------------------------------------------------------
     def _agreed(self, name: str, views: dict[int, dict[str, Any]]
-                ) -> tuple[dict[str, Any], int]:
-        """The manifest the peers that hold the dataset agree on, and the number of parties
-        of its sharing: both other holders with three, two of the three with four (one may
-        be down, or dissent: it is named)."""
+                ) -> tuple[dict[str, Any], int, list[int]]:
+        """The manifest the peers that hold the dataset agree on, the number of parties of
+        its sharing and the peers that list that manifest: both other holders with
+        three, two of the three with four (one may be down, or dissent: it is named)."""
         digests = {p: catalog.digest(v) for p, v in views.items()}
         top, count = Counter(digests.values()).most_common(1)[0]
         if count < 2 and len(digests) > 1:
@@ -178,10 +184,10 @@ class Rebuild:
             if d != top:
                 log.warning("%s describes dataset %s otherwise than the other holders",
                             self._peer_name(p), name)
-        return view, n
+        return view, n, [p for p in digests if digests[p] == top]
 
     async def _dataset(self, name: str, views: dict[int, dict[str, Any]]) -> None:
-        view, n = self._agreed(name, views)
+        view, n, listing = self._agreed(name, views)
         signed = {c["id"]: self._owner_statement(name, c, n) for c in view["contributions"]}
         entries = [dict(catalog.entry(signed[c["id"]]["meta"], c["owner"]), seq=c["seq"],
                         signed=c["signed"]) for c in view["contributions"]]
@@ -194,7 +200,8 @@ class Rebuild:
         try:
             contributions = []
             for c in view["contributions"]:
-                files = await self._contribution(name, c, signed[c["id"]], n, staged)
+                files = await self._contribution(name, c, signed[c["id"]], n, staged,
+                                                 listing)
                 contributions.append(dict(c, files=files, stored=time.time()))
             self.storage.commit_contribution(dict(view, contributions=contributions), staged)
         except BaseException:
@@ -223,7 +230,7 @@ class Rebuild:
         return statement
 
     async def _contribution(self, name: str, c: dict[str, Any], statement: dict[str, Any],
-                            n: int, staged: Path) -> dict[str, Any]:
+                            n: int, staged: Path, listing: list[int]) -> dict[str, Any]:
         """This server's files of contribution ``c``, every component checked against what
         its owner signed."""
         lead = (len(held(n, self.party)),)
@@ -231,17 +238,22 @@ class Rebuild:
         for part, shape in statements.contribution_parts(statement["meta"]).items():
             writer = ShareFileWriter(staged / f"{uuid.uuid4().hex}.{part}.npy", lead + shape,
                                      FILE_MODE)
-            salts = await asyncio.gather(*(
+            got = await asyncio.gather(*(
                 self._fetch_rows(writer, slot, comp, {"dataset": name, "upload": c["id"],
-                                                      "part": part}, n)
+                                                      "part": part}, n, listing)
                 for slot, comp in enumerate(held(n, self.party))))
+            salts = [salt for salt, _ in got]
             if not writer.complete:
                 raise PeerError(f"dataset {name!r}: the peers sent too few rows of {part}")
             entry = writer.entry(list(zip(held(n, self.party), salts, strict=True)))
             signed = statement["components"][part]["digests"]
-            for comp, _ in zip(held(n, self.party), salts, strict=True):
+            for comp, (_, peer) in zip(held(n, self.party), got, strict=True):
                 if entry["components"][str(comp)]["digest"] != signed[str(comp)]:
-                    sender = self._peer_name(self._holder(n, comp))
+                    sender = self._peer_name(peer)
+                    if peer not in listing:  # it listed another manifest: not named
+                        raise InputError(f"{sender} sent component {comp} of {part} of "
+                                         f"{c['owner']}'s contribution to dataset {name!r} "
+                                         "of another manifest than the one agreed on")
                     raise CheatingDetected(
                         "rebuild component", f"{sender} sent component {comp} of {part} of "
                         f"{c['owner']}'s contribution to dataset {name!r}, and it differs "
@@ -249,37 +261,51 @@ class Rebuild:
             files[part] = entry
         return files
 
-    def _holder(self, n: int, comp: int) -> int:
-        """The peer asked for ``comp``: the first other holder that answers (with three
-        servers there is one; with four, two)."""
+    def _holders(self, n: int, comp: int, listing: list[int]) -> list[int]:
+        """The peers to ask for ``comp``, in turn: the other holders that answer (with three
+        servers there is one; with four, up to two), first those that list the copy agreed on.
+        What any of them sends is checked against a signed digest."""
         others = [p for p in holders(n, comp) if p != self.party]
-        for p in others:
-            if p in self.sessions:
-                return p
-        raise PeerError(f"no holder of component {comp} is reachable "
-                        f"({', '.join(self._peer_name(p) for p in others)})")
+        found = sorted((p for p in others if p in self.sessions), key=lambda p: p not in listing)
+        if not found:
+            raise PeerError(f"no holder of component {comp} is reachable "
+                            f"({', '.join(self._peer_name(p) for p in others)})")
+        return found
 
     async def _fetch_rows(self, writer: ShareFileWriter, slot: int, comp: int,
-                          what: dict[str, Any], n: int) -> bytes:
-        """Component ``comp`` from a holder, block by block into ``slot`` of ``writer``;
-        its salt."""
-        peer = self._holder(n, comp)
-        session = self.sessions[peer]
-        async with self.turns[peer]:
-            head = await session.request("component", component=comp, **what)
-            rows, at = int(head["shape"][0]), 0
-            while at < rows:
-                _, block = await session.recv_array()
-                if block.dtype != np.uint64 or block.ndim != 2:
-                    raise CheatingDetected("rebuild component",
-                                           f"{session.name} sent a malformed block")
-                try:
-                    await asyncio.to_thread(writer.write_rows, at, block, slot)
-                except ValueError as exc:
-                    raise CheatingDetected("rebuild component",
-                                           f"{session.name}: {exc}") from None
-                at += block.shape[0]
-                self.summary.bytes_received += block.nbytes
+                          what: dict[str, Any], n: int, listing: list[int]
+                          ) -> tuple[bytes, int]:
+        """Component ``comp`` from a holder (the next one if it refuses), block by block into
+        ``slot`` of ``writer``; its salt and the holder."""
+        failures = []
+        for peer in self._holders(n, comp, listing):
+            try:
+                async with self.turns[peer]:
+                    salt = await self._rows_from(self.sessions[peer], writer, slot, comp,
+                                                 what)
+                return salt, peer
+            except InputError as exc:
+                failures.append(f"{self._peer_name(peer)}: {exc}")
+        raise InputError(f"no holder of component {comp} of {what['part']} sent it: "
+                         + "; ".join(failures))
+
+    async def _rows_from(self, session: ServerSession, writer: ShareFileWriter, slot: int,
+                         comp: int, what: dict[str, Any]) -> bytes:
+        """One holder's component ``comp``, into ``slot`` of ``writer``."""
+        head = await session.request("component", component=comp, **what)
+        rows, at = int(head["shape"][0]), 0
+        while at < rows:
+            _, block = await session.recv_array()
+            if block.dtype != np.uint64 or block.ndim != 2:
+                raise CheatingDetected("rebuild component",
+                                       f"{session.name} sent a malformed block")
+            try:
+                await asyncio.to_thread(writer.write_rows, at, block, slot)
+            except ValueError as exc:
+                raise CheatingDetected("rebuild component",
+                                       f"{session.name}: {exc}") from None
+            at += block.shape[0]
+            self.summary.bytes_received += block.nbytes
         return salt_of(head.get("salt"))
 
     # -- a result ----------------------------------------------------------------------------
@@ -303,34 +329,57 @@ class Rebuild:
         statements.verified_statements(stored, mine, self.dep, servers)
         return mine
 
-    async def _result(self, views: dict[int, dict[str, Any]]) -> None:
-        """A result or a model: the first peer's view that this server's own statement
-        confirms (a peer whose view it does not is named), then its components."""
-        failures = []
+    def _accepted(self, views: dict[int, dict[str, Any]]
+                  ) -> tuple[dict[str, Any], dict[str, Any], list[int]]:
+        """This server's own statement of a result, the peers' copy it confirms and the
+        peers that list that copy. Every peer's copy is checked (a malformed one, or one this
+        server did not sign, is dropped and its peer named); the copies left must be the same
+        (manifest digest, hence job): with three servers both, with four a majority. A server
+        signs every job's result it stores, an aborted one's too, so its signature alone does
+        not tell which job's copy is stored (docs/reliability.md)."""
+        failures: list[str] = []
+        confirmed: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         for peer, candidate in views.items():
             try:
-                mine, view = self._signed_result(candidate), candidate
-                break
+                confirmed[peer] = (self._signed_result(candidate), candidate)
             except MPCError as exc:
-                failures.append(f"{self._peer_name(peer)}'s: {exc}")
-                log.warning("%s describes result %s otherwise than %s signed it: %s",
-                            self._peer_name(peer), candidate["name"], self.name, exc)
-        else:
+                why = str(exc)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                why = f"a malformed manifest ({type(exc).__name__}: {exc})"
+            else:
+                continue
+            failures.append(f"{self._peer_name(peer)}'s: {why}")
+            log.warning("%s describes result %s otherwise than %s signed it: %s",
+                        self._peer_name(peer), candidate.get("name"), self.name, why)
+        if not confirmed:
             raise CheatingDetected("rebuild manifest", "; ".join(failures))
+        metas = {p: statements.result_meta(v) for p, (_, v) in confirmed.items()}
+        top, count = Counter(metas.values()).most_common(1)[0]
+        mine, view = next(confirmed[p] for p in confirmed if metas[p] == top)
+        if count < len(metas) and (len(view["parties"]) == 3 or count < 2):
+            raise CheatingDetected("rebuild manifest",
+                                   f"the peers do not agree on result {view['name']!r} (each "
+                                   f"copy signed by {self.name}): " + ", ".join(
+                                       f"{self._peer_name(p)} has job "
+                                       f"{confirmed[p][1].get('job')}" for p in metas))
+        for p, meta in metas.items():
+            if meta != top:
+                log.warning("%s lists another job's result %s than the other holders",
+                            self._peer_name(p), view["name"])
+        return mine, view, [p for p in metas if metas[p] == top]
+
+    async def _result(self, views: dict[int, dict[str, Any]]) -> None:
+        """A result or a model: the copy the peers agree on and this server's own statement
+        confirms (``_accepted``), then its components from the peers that list that copy."""
+        mine, view, listing = self._accepted(views)
         n = len(view["parties"])
         staged = self.storage.stage("rebuild")
         try:
             files = {}
             for part, entry in mine["components"].items():
-                got = await asyncio.gather(*(self._fetch_whole(comp, view, part, n)
+                got = await asyncio.gather(*(self._fetch_whole(comp, view, part, entry, n,
+                                                               listing)
                                              for comp in held(n, self.party)))
-                for comp, (salt, array) in zip(held(n, self.party), got, strict=True):
-                    if list(array.shape) != entry["shape"] or component_digest(
-                            salt, array) != entry["digests"][str(comp)]:
-                        raise CheatingDetected(
-                            "rebuild component", f"{self._peer_name(self._holder(n, comp))} "
-                            f"sent component {comp} of {part} of result {view['name']!r}, and "
-                            f"it differs from what {self.name} signed")
                 files[part] = write_array(staged / f"{part}.npy",
                                           np.stack([a for _, a in got]),
                                           [(comp, salt) for comp, (salt, _) in
@@ -342,18 +391,45 @@ class Rebuild:
         self.summary.results.append(f"{view['owner']}/{view['name']}")
         log.info("result %s of %s rebuilt", view["name"], view["owner"])
 
-    async def _fetch_whole(self, comp: int, view: dict[str, Any], part: str, n: int
+    async def _fetch_whole(self, comp: int, view: dict[str, Any], part: str,
+                           entry: dict[str, Any], n: int, listing: list[int]
                            ) -> tuple[bytes, np.ndarray]:
-        peer = self._holder(n, comp)
-        session = self.sessions[peer]
-        async with self.turns[peer]:
-            head = await session.request("component", component=comp, owner=view["owner"],
-                                         result=view["name"], part=part)
-            _, array = await session.recv_array()
-        if array.dtype != np.uint64:
-            raise CheatingDetected("rebuild component", f"{session.name} sent a malformed "
-                                                        "component")
-        self.summary.bytes_received += array.nbytes
-        return salt_of(head.get("salt")), array
-
-
+        """Component ``comp`` of ``part`` of the result ``view`` (of its job only) and its
+        salt, from the first holder listing the accepted copy whose component is the one this
+        server signed (``entry``); a holder that refuses is passed over, one that sends
+        another is named."""
+        failures: list[str] = []
+        cheaters: list[str] = []
+        for peer in self._holders(n, comp, listing):
+            session = self.sessions[peer]
+            try:
+                async with self.turns[peer]:
+                    head = await session.request("component", component=comp,
+                                                 owner=view["owner"], result=view["name"],
+                                                 job=view["job"], part=part)
+                    _, array = await session.recv_array()
+            except InputError as exc:
+                failures.append(f"{session.name}: {exc}")
+                continue
+            self.summary.bytes_received += array.nbytes
+            salt = salt_of(head.get("salt"))
+            if array.dtype == np.uint64 and list(array.shape) == entry["shape"] and \
+                    component_digest(salt, array) == entry["digests"][str(comp)]:
+                for cheater in cheaters:
+                    self.summary.named[cheater] = f"sent a wrong component of result " \
+                                                  f"{view['name']!r}"
+                self.summary.cheated |= bool(cheaters)
+                return salt, array
+            if peer not in listing:  # it listed another copy: not the one it was asked for
+                failures.append(f"{session.name} (whose own copy was passed over) sent one "
+                                f"that differs from what {self.name} signed")
+                continue
+            cheaters.append(session.name)
+            log.warning("%s sent component %d of %s of result %s, and it differs from what "
+                        "%s signed", session.name, comp, part, view["name"], self.name)
+        if cheaters:
+            raise CheatingDetected("rebuild component", f"{', '.join(cheaters)} sent "
+                                   f"component {comp} of {part} of result {view['name']!r}, "
+                                   f"and it differs from what {self.name} signed")
+        raise InputError(f"no holder of component {comp} of result {view['name']!r} sent it"
+                         + (": " + "; ".join(failures) if failures else ""))

@@ -3,7 +3,8 @@
 Layer: tests (never installed). It runs ``parties.main.main`` with a server whose client
 sessions, when a peer rebuilding its data folder asks (``parties.inventory``), add 1 to the
 first word of every component of the datasets and results named by ``--lie-about``, and widen
-every result it lists in its inventory to one more analyst; everything else it does
+every result it lists in its inventory to one more analyst (unless ``--true-inventory``);
+everything else it does
 honestly::
 
     python tests/rebuild_cheater.py --lie-about study top10 --config deploy.toml --name carol
@@ -23,11 +24,11 @@ from mpcnet.parties.server import PartyServer
 from mpcnet.parties.session import ClientSession
 
 
-def lying_server(names: list[str]) -> type[PartyServer]:
+def lying_server(names: list[str], widen: bool = True) -> type[PartyServer]:
     class LyingSession(ClientSession):
         async def op_inventory(self, args: dict[str, Any]) -> dict[str, Any]:
             listed = await super().op_inventory(args)
-            for result in listed["results"]:
+            for result in listed["results"] if widen else []:
                 result["share_with"] = [*result.get("share_with", []), "analyst-x"]
             return listed
 
@@ -54,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="Every other option is passed to mpc-party.")
     parser.add_argument("--lie-about", nargs="+", required=True,
                         help="the datasets and results whose components it changes")
+    parser.add_argument("--true-inventory", action="store_true",
+                        help="list the results as they are stored (lie about components only)")
     args, rest = parser.parse_known_args(argv)
-    return party_main(rest, lying_server(args.lie_about))
+    return party_main(rest, lying_server(args.lie_about, not args.true_inventory))
 
 
 if __name__ == "__main__":
