@@ -24,7 +24,6 @@ from mpcnet.client.connection import Connections, ServerSession, default_securit
 from mpcnet.client.encoding import Encoded, encode_contribution
 from mpcnet.config import check_name
 from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError
-from mpcnet.parties import catalog
 from mpcnet.parties.statements import contribution_parts
 from mpcnet.schemes.registry import held, holders, sharing_of
 from mpcnet.signing import SALT_BYTES, ComponentHash, Signed
