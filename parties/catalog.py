@@ -267,9 +267,13 @@ def _add(manifest: Manifest | None, ds: str, layout: str, sharing: str,
             raise _fail(ds, f"the columns differ from the dataset's ({what}); every owner must "
                             "use the same columns in the same order")
         _fix_free_scales(schema, e)
-        if e["exponents"] != schema["exponents"]:
-            j = next(j for j, (a, b) in enumerate(zip(e["exponents"], schema["exponents"],
-                                                      strict=True)) if a != b)
+        zeros = set(e.get("zero_columns", []))  # zeros are zeros at every scale
+        bad = [j for j, (a, b) in enumerate(zip(e["exponents"], schema["exponents"],
+                                                strict=True))
+               if a != b and not (schema["columns"][j] in zeros
+                                  and schema["columns"][j] in schema.get("free", []))]
+        if bad:
+            j = bad[0]
             raise _fail(ds, f"column {schema['columns'][j]!r} is encoded with the scale "
                             f"exponent {e['exponents'][j]}, the dataset with "
                             f"{schema['exponents'][j]}; share with an mpc-client of this "

@@ -200,3 +200,18 @@ def test_a_column_all_zero_so_far_takes_the_scale_of_the_first_owner_with_values
         build((zero, "o1", 1), (meta("3", exps=[7, 5]), "o3", 2))  # b was never free
     with pytest.raises(InputError, match="zero_columns must list"):
         build((meta("1") | {"zero_columns": ["nope"]}, "o1", 1))
+
+
+def test_an_all_zero_column_fits_a_free_column_at_any_scale() -> None:
+    """A's column a is all zero (free), B's fixes its scale at 7, C's is all zero again and
+    encoded at 7. When B withdraws, the servers rebuild the dataset from A and C: C's 7 for
+    the still free a must fit A's 0 (zeros are exact at every scale), or B can never
+    withdraw."""
+    a = meta("1", exps=[0, 3]) | {"zero_columns": ["a"]}
+    c = meta("3", exps=[7, 3]) | {"zero_columns": ["a"]}
+    assert build((a, "o1", 1), (meta("2", exps=[7, 3]), "o2", 2),
+                 (c, "o3", 3))["schema"]["exponents"] == [7, 3]
+    rebuilt = build((a, "o1", 1), (c, "o3", 3))
+    assert rebuilt["schema"]["free"] == ["a"] and rebuilt["rows"] == 10
+    with pytest.raises(InputError, match="scale exponent 5"):  # b was never free
+        build((a, "o1", 1), (meta("3", exps=[7, 5]) | {"zero_columns": ["a"]}, "o3", 3))
