@@ -57,6 +57,15 @@ def check_contributor(dep: Deployment, name: str, dataset: str) -> None:
                            f"{', '.join(client.datasets)})")
 
 
+def check_withdrawer(dep: Deployment, name: str) -> None:
+    """Any owner may withdraw what it contributed (only the contributions recorded as its own
+    are removed), even after its permission to upload was narrowed or revoked: an operator
+    cannot keep an owner's data by no longer letting it contribute."""
+    role = dep.client(name).role
+    if role != "owner":
+        raise AccessDenied(f"{name} (role {role}) may not withdraw; it needs the role owner")
+
+
 def check_schema_reader(dep: Deployment, name: str, role: str, dataset: str) -> None:
     """A dataset's schema holds every column's scale exponent: only its owners read it."""
     if role != "owner" or not dep.client(name).may_upload(dataset):

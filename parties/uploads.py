@@ -22,7 +22,7 @@ import numpy as np
 from mpcnet.config import Deployment, check_name
 from mpcnet.errors import AccessDenied, ConfigError, InputError
 from mpcnet.parties import catalog
-from mpcnet.parties.access import check_contributor
+from mpcnet.parties.access import check_contributor, check_withdrawer
 from mpcnet.parties.sharefiles import ShareFileWriter
 from mpcnet.parties.statements import check_contribution, held_digests
 from mpcnet.parties.storage import FILE_MODE, Storage
@@ -202,16 +202,17 @@ def withdraw_dataset(storage: Storage, dep: Deployment, owner: str, dataset: Any
     withdraw``); the ids removed, [] if it has none here (a retry after a partial withdrawal).
 
     The rule, checked by every server for itself: ``owner`` is the identity that this
-    session's TLS certificate authenticates (pinned in the deployment), it may contribute to
-    the dataset, and only the contributions that the manifest records as made by it are
-    removed (the owner of a contribution is recorded at its commit from the session, never
-    from a client's message). The client first reads every server's digest of the dataset
+    session's TLS certificate authenticates (pinned in the deployment), it has the role owner
+    (its permission to upload may have been narrowed since: ``access.check_withdrawer``), and
+    only the contributions that the manifest records as made by it are removed (the owner of
+    a contribution is recorded at its commit from the session, never from a client's
+    message). The client first reads every server's digest of the dataset
     and asks each to withdraw only at that ``digest``: a server whose dataset differs (a
     contribution committed meanwhile) refuses, and so does one with a selection on the
     dataset queued or running (``busy``). A dataset with no contribution left is removed.
     Results selected before stay: they are their analysts'."""
     dataset = check_name("dataset", str(dataset))
-    check_contributor(dep, owner, dataset)
+    check_withdrawer(dep, owner)
     manifest = storage.dataset(dataset)
     mine = [] if manifest is None else [str(c["id"]) for c in manifest["contributions"]
                                         if c["owner"] == owner]

@@ -241,8 +241,9 @@ def test_withdrawing_a_dataset_removes_only_the_askers_contribution_at_the_diges
     now = catalog.digest(storage.dataset("d"))
     with pytest.raises(InputError, match="queued or running"):
         withdraw_dataset(storage, dep, "hospital-a", "d", now, busy=True)
-    with pytest.raises(AccessDenied, match="outsider may not contribute"):
-        withdraw_dataset(storage, dep, "outsider", "d", now, busy=False)
+    with pytest.raises(AccessDenied, match="needs the role owner"):
+        withdraw_dataset(storage, dep, "analyst", "d", now, busy=False)
+    assert withdraw_dataset(storage, dep, "outsider", "d", now, busy=False) == []  # holds none
     assert withdraw_dataset(storage, dep, "hospital-a", "d", now, busy=False) == ["u1"]
     left = storage.dataset("d")
     assert [c["owner"] for c in left["contributions"]] == ["hospital-b"] and left["rows"] == ROWS
@@ -250,6 +251,20 @@ def test_withdrawing_a_dataset_removes_only_the_askers_contribution_at_the_diges
     assert withdraw_dataset(storage, dep, "hospital-b", "d", catalog.digest(left),
                             busy=False) == ["u2"]
     assert storage.dataset("d") is None and "d" not in storage.dataset_names()
+
+
+def test_an_owner_whose_upload_permission_was_narrowed_still_withdraws(
+        setup: tuple[Deployment, Storage], tmp_path: Path) -> None:
+    """An operator who narrows (or revokes) an owner's datasets in its deployment file must
+    not thereby keep that owner's contribution: the owner still withdraws it there."""
+    dep, storage = setup
+    _commit(storage, dep, "hospital-a", "u1")
+    narrowed = config.load(write_config(tmp_path / "n", 3, ports=[7001, 7002, 7003],
+                                        extra_client_lines={"hospital-a": 'datasets = ["x"]'}))
+    assert not narrowed.client("hospital-a").may_upload("d")
+    now = catalog.digest(storage.dataset("d"))
+    assert withdraw_dataset(storage, narrowed, "hospital-a", "d", now, busy=False) == ["u1"]
+    assert storage.dataset("d") is None
 
 
 def test_uploads_reserve_their_disk_space_until_they_end(setup: tuple[Deployment, Storage],
