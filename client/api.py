@@ -98,8 +98,9 @@ class Session:
 
     def withdraw(self, dataset: str) -> dict[str, Any]:
         """Withdraw your contribution to ``dataset`` from every server (``mpc-client
-        withdraw``): the servers that held it, the contribution ids and whether the dataset
-        is gone (no contribution left)."""
+        withdraw``): the servers it was withdrawn from, the contribution ids, whether the
+        dataset is gone (no contribution left) and ``still_held``, the servers that may still
+        hold it and why (call again to finish there)."""
         return self._call(self._client.withdraw(dataset))
 
     def schema(self, dataset: str) -> str:

@@ -384,10 +384,16 @@ async def _run(args: argparse.Namespace) -> int:
         if args.cmd == "withdraw":
             w = await cl.withdraw(args.dataset)
             print_result(args, w, f"withdrew your contribution to {w['dataset']!r} from "
-                         f"{', '.join(w['servers'])}"
+                         f"{', '.join(w['servers']) or 'no server'}"
                          + ("; no contribution is left, the dataset is gone"
                             if w["dataset_removed"] else "; the other owners' contributions "
                             "stay"))
+            if w["still_held"]:
+                for server, why in w["still_held"].items():
+                    print(f"mpc-client: {server} may still hold it: {why}", file=sys.stderr)
+                print(f"mpc-client: not withdrawn from {', '.join(w['still_held'])}; run "
+                      "withdraw again to finish there", file=sys.stderr)
+                return 3
             return 0
         if args.cmd == "select":
             job = await cl.select(args.dataset, args.k, args.result, security=args.security,

@@ -22,7 +22,7 @@ import numpy as np
 
 from mpcnet.client.connection import Connections, ServerSession, default_security
 from mpcnet.client.encoding import Encoded, encode_contribution
-from mpcnet.config import check_name
+from mpcnet.config import ServerConfig, check_name
 from mpcnet.errors import AccessDenied, InputError, MPCError, PeerError
 from mpcnet.parties.statements import contribution_parts
 from mpcnet.schemes.registry import held, holders, sharing_of
@@ -278,41 +278,44 @@ class Sharing(Connections):
     # -- withdraw -------------------------------------------------------------------------------
     async def withdraw(self, dataset: str) -> dict[str, Any]:
         """Withdraw this owner's contribution to ``dataset`` from every server that holds it
-        (``parties.uploads.withdraw_dataset`` states the rule each server checks). Every
-        server must answer and agree on the dataset first; nothing is withdrawn otherwise.
-        A second run finishes a withdrawal that a server's failure cut short."""
+        and can be reached (``parties.uploads.withdraw_dataset`` states the rule each server
+        checks). Each server is asked at the digest read from that server: jobs are pinned to
+        one digest on every server, so servers that differ (one already withdrawn, one down)
+        only stop jobs and must not keep the contribution anywhere else. ``still_held`` names
+        the servers that may still hold it and why; running withdraw again finishes there."""
         check_name("dataset", dataset)
         role = self.dep.client(self.identity).role
         if role != "owner":  # as every server would refuse it (parties.access)
             raise AccessDenied(f"{self.identity} (role {role}) may not use `mpc-client "
                                "withdraw`; it needs the role owner")
-        sessions = await self.sessions_for(list(self.dep.servers))
-        views = [(await s.request("schema", dataset=dataset))["manifest"] for s in sessions]
-        holding = [(s, v) for s, v in zip(sessions, views, strict=True)
-                   if v is not None and self.identity in v["owners"]]
-        if not holding:
+
+        async def one(server: ServerConfig) -> list[str] | None:
+            """The ids withdrawn from ``server``; None if it holds nothing of this owner."""
+            session = await self.session(server)
+            view = (await session.request("schema", dataset=dataset))["manifest"]
+            if view is None or self.identity not in view["owners"]:
+                return None
+            answer = await session.request("withdraw", dataset=dataset, digest=view["digest"])
+            remaining[server.name] = answer["remaining"]
+            return list(answer["withdrawn"])
+
+        remaining: dict[str, bool] = {}
+        servers = list(self.dep.servers)
+        answers = await asyncio.gather(*(one(s) for s in servers), return_exceptions=True)
+        for a in answers:
+            if isinstance(a, BaseException) and not isinstance(a, MPCError):
+                raise a
+        still = {s.name: str(a) for s, a in zip(servers, answers, strict=True)
+                 if isinstance(a, BaseException)}
+        done = {s.name: a for s, a in zip(servers, answers, strict=True)
+                if isinstance(a, list)}
+        if not done and not still:
             raise InputError(f"no server holds a contribution of {self.identity} to dataset "
                              f"{dataset!r}; nothing to withdraw")
-        digests = {v["digest"] for _, v in holding}
-        if len(digests) > 1:
-            raise InputError(f"dataset {dataset!r}: the servers that hold your contribution "
-                             "disagree about the dataset (an upload in progress?); withdraw "
-                             "again once it has ended")
-        digest = digests.pop()
-        answers = await asyncio.gather(*(s.request("withdraw", dataset=dataset, digest=digest)
-                                         for s, _ in holding), return_exceptions=True)
-        failed = [(s.name, a) for (s, _), a in zip(holding, answers, strict=True)
-                  if isinstance(a, BaseException)]
-        if failed:
-            done = [s.name for (s, _), a in zip(holding, answers, strict=True)
-                    if not isinstance(a, BaseException)]
-            if not done:
-                raise failed[0][1]
-            raise InputError(f"withdrawn from {', '.join(done)} only ({failed[0][0]}: "
-                             f"{failed[0][1]}); run withdraw again to finish")
-        return {"dataset": dataset, "servers": [s.name for s, _ in holding],
-                "withdrawn": sorted({i for a in answers for i in a["withdrawn"]}),  # type: ignore[index]
-                "dataset_removed": not any(a["remaining"] for a in answers)}  # type: ignore[index]
+        return {"dataset": dataset, "servers": sorted(done),
+                "withdrawn": sorted({i for ids in done.values() for i in ids}),
+                "dataset_removed": bool(done) and not any(remaining.values()),
+                "still_held": still}
 
     @staticmethod
     async def _quietly(sessions: list[ServerSession], op: str, **args: Any) -> None:

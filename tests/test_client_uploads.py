@@ -203,6 +203,63 @@ def test_an_owner_withdraws_its_own_contribution_and_the_last_one_removes_the_da
                for d in listed(cluster, "withdrawn"))
 
 
+def _withdraw_csv(tmp: Path, name: str, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(rng.normal(size=(20, 3)).round(3), columns=list("abc"))
+    frame["y"] = rng.integers(0, 2, 20)
+    frame.to_csv(tmp / name, index=False)
+    return tmp / name
+
+
+def test_withdrawing_where_a_co_owner_already_withdrew_asks_each_server_at_its_digest(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    """hospital-b withdraws from carol only (its own op at carol's digest): the servers then
+    differ, which only stops jobs; hospital-a's withdraw must still succeed everywhere."""
+    import asyncio
+
+    from mpcnet.client.connection import Connections
+
+    share(cluster, "hospital-a", _withdraw_csv(tmp_path, "a.csv", 4), "partial", "--label", "y")
+    share(cluster, "hospital-b", _withdraw_csv(tmp_path, "b.csv", 5), "partial", "--label", "y")
+
+    async def on_carol_only() -> Any:
+        conns = Connections(cluster.dep, "hospital-b")
+        try:
+            carol = await conns.session(next(s for s in cluster.dep.servers
+                                             if s.name == "carol"))
+            view = (await carol.request("schema", dataset="partial"))["manifest"]
+            return await carol.request("withdraw", dataset="partial", digest=view["digest"])
+        finally:
+            conns.close()
+
+    assert asyncio.run(on_carol_only())["withdrawn"]
+    assert [d["owners"] for d in listed(cluster, "partial")] == [
+        ["hospital-a", "hospital-b"], ["hospital-a", "hospital-b"], ["hospital-a"]]
+    w = json.loads(ok(cluster.client("hospital-a", "withdraw", "--dataset", "partial",
+                                     "--json")))
+    assert w["servers"] == ["alice", "bob", "carol"] and w["still_held"] == {}
+    assert [d and d["owners"] for d in listed(cluster, "partial")] == [
+        ["hospital-b"], ["hospital-b"], None]
+
+
+def test_withdrawing_with_a_server_down_withdraws_elsewhere_and_names_it(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    share(cluster, "hospital-a", _withdraw_csv(tmp_path, "d.csv", 6), "down", "--label", "y")
+    share(cluster, "hospital-b", _withdraw_csv(tmp_path, "e.csv", 7), "down", "--label", "y")
+    cluster.kill("carol")
+    try:
+        r = cluster.client("hospital-a", "withdraw", "--dataset", "down", timeout=60)
+        assert r.returncode == 3, r.stderr
+        assert "not withdrawn from carol" in r.stderr and "alice, bob" in r.stdout
+    finally:
+        cluster.restart("carol")
+    assert [d and d["owners"] for d in listed(cluster, "down")] == [
+        ["hospital-b"], ["hospital-b"], ["hospital-a", "hospital-b"]]
+    w = json.loads(ok(cluster.client("hospital-a", "withdraw", "--dataset", "down", "--json")))
+    assert w["servers"] == ["carol"] and w["still_held"] == {}  # the rerun finishes it
+    assert all(d is not None and d["owners"] == ["hospital-b"] for d in listed(cluster, "down"))
+
+
 def test_select_takes_the_active_setting_the_owners_shared_for(cluster: LocalCluster,
                                                                 tmp_path: Path) -> None:
     rng = np.random.default_rng(8)
