@@ -220,8 +220,9 @@ def test_an_owner_withdraws_only_its_own_contribution(setup: tuple[Deployment, S
     assert storage.dataset("d") is None or not storage.dataset("d")["contributions"]
 
 
-def _commit(storage: Storage, dep: Deployment, owner: str, upload_id: str) -> None:
-    meta = _meta(id=upload_id)
+def _commit(storage: Storage, dep: Deployment, owner: str, upload_id: str, **over: Any
+            ) -> None:
+    meta = _meta(id=upload_id, **over)
     up = _describe(storage, dep, 1, owner, meta)
     for part, arr in zip(("data", "labels"), _shares(), strict=True):
         up.receive(part, arr)
@@ -265,6 +266,26 @@ def test_an_owner_whose_upload_permission_was_narrowed_still_withdraws(
     now = catalog.digest(storage.dataset("d"))
     assert withdraw_dataset(storage, narrowed, "hospital-a", "d", now, busy=False) == ["u1"]
     assert storage.dataset("d") is None
+
+
+def test_the_owner_who_fixed_a_free_scale_withdraws(tmp_path: Path) -> None:
+    """Honest owners: A's c0 all zero (free), B's fixes its scale at 7, C's all zero again,
+    encoded at 7. B's withdrawal rebuilds the dataset from A and C, which must fit."""
+    from mpcnet.client.local import CLIENTS
+
+    dep = config.load(write_config(tmp_path, 3, ports=[7001, 7002, 7003],
+                                   clients=CLIENTS + (("hospital-c", "owner"),)))
+    storage = Storage(tmp_path / "data")
+    storage.open()
+    _commit(storage, dep, "hospital-a", "ua", zero_columns=["c0"])
+    _commit(storage, dep, "hospital-b", "ub", exponents=[7, 0, 0])
+    _commit(storage, dep, "hospital-c", "uc", exponents=[7, 0, 0], zero_columns=["c0"])
+    now = catalog.digest(storage.dataset("d"))
+    assert withdraw_dataset(storage, dep, "hospital-b", "d", now, busy=False) == ["ub"]
+    left = storage.dataset("d")
+    assert [c["owner"] for c in left["contributions"]] == ["hospital-a", "hospital-c"]
+    assert left["schema"]["free"] == ["c0"]
+    storage.close()
 
 
 def test_uploads_reserve_their_disk_space_until_they_end(setup: tuple[Deployment, Storage],
