@@ -260,6 +260,28 @@ def test_withdrawing_with_a_server_down_withdraws_elsewhere_and_names_it(
     assert all(d is not None and d["owners"] == ["hospital-b"] for d in listed(cluster, "down"))
 
 
+def test_an_owner_no_longer_allowed_to_upload_still_withdraws(cluster: LocalCluster,
+                                                              tmp_path: Path) -> None:
+    """carol's operator narrows hospital-a's datasets after it shared: hospital-a reads
+    carol's digest (no schema) and withdraws there as everywhere."""
+    share(cluster, "hospital-a", _withdraw_csv(tmp_path, "r.csv", 8), "revoked", "--label", "y")
+    text = cluster.config_path.read_text()
+    owner = 'name = "hospital-a"\nrole = "owner"\n'
+    assert owner in text
+    narrowed = cluster.config_path.with_name("carol-narrowed.toml")
+    narrowed.write_text(text.replace(owner, owner + 'datasets = ["other"]\n'))
+    cluster.server_configs["carol"] = narrowed
+    cluster.restart("carol")
+    try:
+        w = json.loads(ok(cluster.client("hospital-a", "withdraw", "--dataset", "revoked",
+                                         "--json")))
+        assert w["servers"] == ["alice", "bob", "carol"] and w["dataset_removed"]
+    finally:
+        del cluster.server_configs["carol"]
+        cluster.restart("carol")
+    assert listed(cluster, "revoked") == [None, None, None]
+
+
 def test_select_takes_the_active_setting_the_owners_shared_for(cluster: LocalCluster,
                                                                 tmp_path: Path) -> None:
     rng = np.random.default_rng(8)
