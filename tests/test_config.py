@@ -21,7 +21,7 @@ def test_local_deployments_parse_with_paths_relative_to_the_file() -> None:
     assert dep.server("bob").key == ROOT / "deploy" / "certs" / "bob.key"
     assert dep.server("bob").data_dir == ROOT / "deploy" / "data" / "bob"
     roles = {c.name: c.role for c in dep.clients}
-    assert sorted(roles.values()) == ["analyst", "model-owner", "owner", "owner"]
+    assert sorted(roles.values()) == ["analyst", "analyst", "model-owner", "owner", "owner"]
     four = config.load(ROOT / "deploy" / "local4.toml")
     assert [s.name for s in four.servers] == ["alice", "bob", "carol", "dave"]
     assert {s.port for s in four.servers}.isdisjoint({s.port for s in dep.servers})

@@ -42,6 +42,7 @@ from mpcnet.client.session import Client
 from mpcnet.errors import PeerError
 from mpcnet.net.framing import MAGIC, PREFIX, FrameProtocol, encode
 from mpcnet.net.tls import client_context, dial, run
+from mpcnet.parties.access import OPERATIONS
 from mpcnet.schemes.registry import sharing_of
 
 SECRET = 0x5EC2E75EC2E7AB1E  # a value no log may ever show
@@ -222,11 +223,11 @@ async def wrong_roles(env: Env) -> str:
     owner = await env.session("hospital-a")
     for op in ("select", "fetch", "jobs", "results", "job"):
         owner.send({"k": "req", "op": op, "spec": {}, "result": "x", "id": "x"})
-        await refused_with(owner, "may not", op, kind="AccessDenied")
+        await refused_with(owner, "may not", OPERATIONS[op][1], kind="AccessDenied")
     analyst = await env.session("analyst")
     for op in ("upload", "commit", "abort", "withdraw"):
         analyst.send({"k": "req", "op": op})
-        await refused_with(analyst, "may not", op, kind="AccessDenied")
+        await refused_with(analyst, "may not", OPERATIONS[op][1], kind="AccessDenied")
     owner.close()
     analyst.close()
     return "9 operations refused"
