@@ -14,8 +14,7 @@ each contribution's row count and the size of the intersection:
 2. The table is shuffled (``Scheme.shuffle``, every party lacks one permutation): the
    index becomes a secret tie-breaker.
 3. It is sorted by (hi', index) lexicographically with a comparison sort whose outcomes are
-   opened: Hamada, Kikuchi, Ikarashi, Chida, Takahashi, "Practically efficient multi-party
-   sorting protocols from comparison sort algorithms", ICISC 2012. After the shuffle and
+   opened (``mpcnet.ops.quicksort``, after Hamada et al., ICISC 2012). After the shuffle and
    with distinct keys, the outcomes of any comparison sort are a function of a uniformly
    random permutation alone, so opening them tells nothing; the rows are then moved by
    public indices (no cost). The pairs are distinct whatever the owners send: an honest
@@ -60,6 +59,7 @@ import numpy as np
 from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.ops.compare import msb
 from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith
+from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import HI_BITS
 from mpcnet.schemes.base import Scheme, Shared, concat, same_layout, split
 from mpcnet.schemes.base import join as stacked
@@ -123,36 +123,12 @@ async def _opened_less(s: Scheme, keys: Shared, ties: Shared, rows: np.ndarray,
 
 async def sort_order(s: Scheme, keys: Shared, ties: Shared) -> np.ndarray:
     """The public order (sorted position -> row) of shuffled rows by (``keys``, ``ties``)
-    lexicographically (each below 2^62, the pairs distinct), by a quicksort whose comparisons
-    are opened (step 3): every part's first row is its pivot, every other row of every part
-    is compared with its pivot in one batch, and each part is split stably into the rows
-    below the pivot, the pivot and the rows above."""
-    n = keys.shape[0]
-    order = np.arange(n)
-    starts, lengths = np.array([0]), np.array([n])
-    while True:
-        busy = lengths > 1
-        starts, lengths = starts[busy], lengths[busy]
-        if not starts.size:
-            return order
-        others = lengths - 1
-        first = np.cumsum(others) - others  # each part's first non-pivot in the batch
-        part = np.repeat(np.arange(starts.size), others)
-        within = np.arange(part.size) - first[part]
-        rows = order[starts[part] + 1 + within]
-        pivots = order[starts[part]]
-        less = await _opened_less(s, keys, ties, rows, pivots)
-        below = np.cumsum(less) - less  # rows below their pivot before this one, overall
-        rank = below - below[first][part]
-        n_less = np.bincount(part, weights=less, minlength=starts.size).astype(np.int64)
-        target = np.where(less == 1, starts[part] + rank,
-                          starts[part] + n_less[part] + 1 + within - rank)
-        moved = order.copy()
-        moved[target] = rows
-        moved[starts + n_less] = order[starts]
-        order = moved
-        starts = np.concatenate([starts, starts + n_less + 1])
-        lengths = np.concatenate([n_less, lengths - 1 - n_less])
+    lexicographically (each below 2^62, the pairs distinct): step 3, ``opened_quicksort``."""
+
+    async def less(rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
+        return await _opened_less(s, keys, ties, rows, pivots)
+
+    return await opened_quicksort(less, np.array([keys.shape[0]]))
 
 
 async def _all_zero(s: Scheme, diffs: Sequence[Shared]) -> Shared:
