@@ -3,8 +3,9 @@
 The paper loops over features and rows. Here every step is one batch over the m x p matrix:
 - Line 1 and 4 (split at the mean theta = S/m, flag = [theta < f_i]): no division is needed,
   since theta < f_i iff S - m*f_i < 0, an exact integer test on the encoded values.
-- Lines 5-11 (counters b and B[c]): b = column sums of the flags; B = flags^T L is one matrix
-  product whose communication is p x (n-1) ring elements, independent of m.
+- Lines 5-11 (counters b and B[c]): b = column sums of the flags, B = flags^T L; the binary
+  flags become ring elements only inside these sums (``mpcnet.ops.count``), so what is
+  reshared is p x n sums, and the conversion costs a scheme as little as it can make it.
 - Lines 12-14: a, A[c], A[n], B[n] are local.
 - Lines 15-17 (Gini with two divisions): kept exact as a fraction. The score without the 1/m
   factor is G = m - Q/D with Q = b*(A.A) + a*(B.B) and D = a*b, so lower G means higher Q/D.
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 from mpcnet.errors import InputError
 from mpcnet.fixedpoint import MAX_ROWS
-from mpcnet.ops.compare import ltz, signed_bits
+from mpcnet.ops.compare import ltz, msb, signed_bits
+from mpcnet.ops.count import bit_counts
 from mpcnet.ops.fraction import Fractions, LimbPlan, digits, fewest_levels, whole
 from mpcnet.schemes.base import Scheme, Shared, concat, split
 from mpcnet.schemes.base import join as join_shared
@@ -107,10 +109,11 @@ async def class_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Sha
     ``labels``), given the column sums S over all m rows: counts of tiles of rows add up."""
     rows, p = data.shape
     # Protocol 2, lines 1 and 4: flag_ij = [theta_j < f_ij] = [S_j - m*f_ij < 0].
-    flags = await ltz(s, s.sub(column_sums.reshape(1, p).broadcast_to((rows, p)),
+    flags = await msb(s, s.sub(column_sums.reshape(1, p).broadcast_to((rows, p)),
                                s.mul_public(data, m)))
-    # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c] (one matrix product).
-    return s.sum(flags, 0), await s.matmul(flags.T, labels)
+    # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c], the flags converted to
+    # ring elements only inside these sums (mpcnet.ops.count).
+    return await bit_counts(s, flags, labels)
 
 
 def split_table(s: Scheme, b: Shared, above: Shared, label_counts: Shared, m: int

@@ -240,6 +240,22 @@ class Scheme(ABC):
         and multiplies)."""
         return None
 
+    async def bit_counts(self, bits: Shared, weights: Shared) -> tuple[Shared, Shared] | None:
+        """sum_i b_ij (shape (p,)) and sum_i b_ij w_ic (shape (p, c)) for the bits b in
+        position 0 of the words of the binary sharing ``bits`` (m, p) and the arithmetic
+        ``weights`` (m, c), by a protocol of the scheme's own; None where it has none
+        (``mpcnet.ops.count.bit_counts`` then converts the bits)."""
+        return None
+
+    pairs_xor_terms = False
+    """Whether ``xor_terms`` makes two terms, so that a sum of converted bits needs only an
+    ``inner`` product of them (``mpcnet.ops.count``)."""
+
+    async def inner(self, x: Shared, y: Shared) -> Shared:
+        """sum over the first logical axis of x * y; a scheme may reshare only the sums, as
+        a matrix product does. Here: ``mul``, then the sum."""
+        return self.sum(await self.mul(x, y), 0)
+
     @abstractmethod
     async def shuffle(self, x: Shared) -> Shared:
         """The rows of x (its first logical axis) in an order that no single party knows: a

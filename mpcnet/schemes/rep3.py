@@ -50,6 +50,18 @@ def _unpacked_bits(packed: np.ndarray, count: int) -> np.ndarray:
     return np.unpackbits(np.asarray(packed, dtype=np.uint8), count=count).astype(U64)
 
 
+def _bit_words(bits: np.ndarray) -> np.ndarray:
+    """0/1 words packed 64 to a uint64 word (to travel with other words in one message)."""
+    packed = _packed_bits(bits.reshape(-1))
+    out = np.zeros(-(-packed.size // 8) * 8, dtype=np.uint8)
+    out[:packed.size] = packed
+    return out.view(U64)
+
+
+def _word_bits(words: np.ndarray, count: int) -> np.ndarray:
+    return _unpacked_bits(np.ascontiguousarray(words, dtype=U64).view(np.uint8), count)
+
+
 def _permutation(prf: PRF, rows: int) -> np.ndarray:
     """A uniformly random permutation of ``rows`` rows drawn from a keyed stream: the order
     that sorts fresh random words (ties have probability about rows^2 / 2^65)."""
@@ -273,6 +285,85 @@ class Rep3(Scheme):
         pair = [zero.reshape(vshape), middle] if self.party == 0 else [middle, zero.reshape(vshape)]
         return Shared(np.stack(pair), 1)
 
+    async def bit_counts(self, bits: Shared, weights: Shared) -> tuple[Shared, Shared] | None:
+        """sum_i b_ij and sum_i b_ij w_ic with a dealt random bit per (i, j) (``Scheme.
+        bit_counts``): 2 rounds; the dealer of a block of columns sends 1 + c words per row
+        and column, the other two a bit each, where ``bit_to_arith`` and the matrix product
+        take 3 rounds and 2 words per row and column from every party.
+
+        The columns are cut into three blocks; block d has dealer d and online parties
+        a = d+1, b = d+2. rho = rho_a XOR rho_b with rho_a from the key of d and a, rho_b from
+        that of d and b. Round 1: a and b open e = b_ij XOR rho to each other (a sends
+        c_a ^ c_b ^ rho_a, b sends c_d ^ rho_b, packed); the dealer sends b the words
+        rho - R and rho (w_d + w_a) - Delta (R and Delta from its key with a). With
+        s = 1 - 2e, b_ij = e + s rho and b_ij w = e w + s rho w, where e w = e (w_a + w_b) + e w_d
+        and rho w = (Delta + R w_b) + ((rho (w_d + w_a) - Delta) + (rho - R) w_b): a and b hold
+        an additive half each of every sum. Round 2 makes them replicated as in ``truncate``
+        (components d and a fresh words of the dealer's keys). Every word a party receives is
+        masked by a key word it lacks, so it learns nothing (one party passive)."""
+        if not self.deals:
+            return None
+        m, p = bits.shape
+        c = weights.shape[1]
+        b_data = np.ascontiguousarray(np.broadcast_to(bits.data, bits.data.shape)) & U64(1)
+        w_data = np.ascontiguousarray(np.broadcast_to(weights.data, weights.data.shape))
+        me = self.party
+        cuts = [d * p // 3 for d in range(4)]
+        own, as_a, as_b = (cuts[d + 1] - cuts[d] for d in (me, (me - 1) % 3, (me + 1) % 3))
+        a_cols, b_cols = (slice(cuts[d], cuts[d + 1]) for d in ((me - 1) % 3, (me + 1) % 3))
+        # Each key, read in one order by both its holders: the block it deals for (rho_a,
+        # R, Delta), then the next block's rho_b; in round 2 the c_a, then the c_d.
+        rho_a, share_r, delta = (self._next.words((m, own)), self._next.words((m, own)),
+                                 self._next.words((m, own, c)))
+        rho_b_of_b = self._next.words((m, as_b)) & U64(1)
+        rho_a_of_a, r_a, delta_a = (self._prev.words((m, as_a)) & U64(1),
+                                    self._prev.words((m, as_a)), self._prev.words((m, as_a, c)))
+        rho = (rho_a ^ self._prev.words((m, own))) & U64(1)
+        deal = np.concatenate([(rho - share_r).reshape(-1),
+                               (rho[:, :, None] * (w_data[0] + w_data[1])[:, None, :]
+                                - delta).reshape(-1)])
+        sent_a = b_data[0][:, a_cols] ^ b_data[1][:, a_cols] ^ rho_a_of_a  # c_a ^ c_b ^ rho_a
+        sent_b = b_data[1][:, b_cols] ^ rho_b_of_b                        # c_d ^ rho_b
+        got = await self.engine.exchange(
+            {self.prev_party: np.concatenate([deal, _bit_words(sent_b)]),
+             self.next_party: _bit_words(sent_a)}, [self.prev_party, self.next_party])
+        from_next = np.asarray(got[self.next_party])
+        dealt = m * as_b * (1 + c)
+        e_a = sent_a ^ _word_bits(from_next[dealt:], m * as_a).reshape(m, as_a)
+        e_b = sent_b ^ _word_bits(got[self.prev_party], m * as_b).reshape(m, as_b)
+        half_a = self._halves(e_a, r_a, delta_a, w_data[0] + w_data[1], w_data[1], True)
+        half_b = self._halves(e_b, from_next[:m * as_b].reshape(m, as_b),
+                              from_next[m * as_b:dealt].reshape(m, as_b, c), w_data[1],
+                              w_data[0], False)
+        # round 2: component b = (half_a - c_a) + (half_b - c_d), c_a and c_d key words
+        mine = np.empty((2, own * (1 + c)), dtype=U64)
+        self._next.fill(mine[1])                              # c_a of my block
+        k_b = self._next.words(half_b.shape)                  # c_d of block me+1
+        k_a = self._prev.words(half_a.shape)                  # c_a of block me-1
+        self._prev.fill(mine[0])                              # c_d of my block
+        sent = {self.next_party: half_a - k_a, self.prev_party: half_b - k_b}
+        back = await self.engine.exchange(sent, [self.next_party, self.prev_party])
+        blocks = {me: mine,
+                  (me - 1) % 3: np.stack([k_a, sent[self.next_party]
+                                          + np.asarray(back[self.next_party])]),
+                  (me + 1) % 3: np.stack([sent[self.prev_party]
+                                          + np.asarray(back[self.prev_party]), k_b])}
+        out = np.concatenate([blocks[d].reshape(2, -1, 1 + c) for d in range(3)], axis=1)
+        return Shared(out[:, :, 0], 1), Shared(out[:, :, 1:], 1)
+
+    @staticmethod
+    def _halves(e: np.ndarray, share_r: np.ndarray, delta: np.ndarray, e_weights: np.ndarray,
+                r_weights: np.ndarray, with_e: bool) -> np.ndarray:
+        """An online party's additive half of (sum_i b_ij, sum_i b_ij w_ic) for a block, as
+        (columns, 1 + c): sum_i e w' + s (delta + R w_b) (``bit_counts``), plus sum_i e for a."""
+        s = U64(1) - U64(2) * e
+        counts = (s * share_r).sum(axis=0, dtype=U64)
+        weighted = ring.matmul((s * share_r).T, r_weights) + (s[:, :, None] * delta).sum(
+            axis=0, dtype=U64) + ring.matmul(e.T, e_weights)
+        if with_e:
+            counts = counts + e.sum(axis=0, dtype=U64)
+        return np.concatenate([counts[:, None], weighted], axis=1).reshape(-1)
+
     # -- shuffle ---------------------------------------------------------------------------
     _row_axis = 0  # the rows' axis in one component array (x.data[slot])
 
@@ -389,6 +480,40 @@ class Rep3(Scheme):
 
     def arith_components(self, x: Shared) -> list[Shared]:
         return self._components(x.data, True)
+
+    async def addends(self, x: Shared) -> list[Shared]:
+        """Binary sharings of two words whose ring sum is x (``Scheme.addends``): one round
+        of a third of a word per value and party, where reducing the three components takes a
+        carry-save round of a word per value and party.
+
+        The values are cut into three blocks; in block k, party k knows y = x_k + x_{k+1}
+        and shares it in binary as y0 ^ y1: y0 a word of its key with party k-1 (component
+        k), y1 = y ^ y0 sent to party k+1 (component k+1). The other addend is component
+        x_{k+2} as it is. What party k+1 receives is masked by a key word it lacks, so it
+        learns nothing (one party passive; an active scheme cannot trust one party's y)."""
+        if not self.deals:
+            return await super().addends(x)
+        data = np.ascontiguousarray(np.broadcast_to(x.data, x.data.shape)).reshape(2, -1)
+        n, me = data.shape[1], self.party
+        cuts = [k * n // 3 for k in range(4)]
+        own, after, before = (slice(cuts[k], cuts[k + 1]) for k in (me, (me + 1) % 3,
+                                                                     (me - 1) % 3))
+        u, v = np.zeros((2, n), dtype=U64), np.zeros((2, n), dtype=U64)
+        # my block: (component me, component me+1) = (y0, y1)
+        u[0, own] = self._prev.words(own.stop - own.start)
+        np.add(data[0, own], data[1, own], out=u[1, own])
+        u[1, own] ^= u[0, own]
+        # block me+1: party me+1's y0 is my component me+1 (our key); its x_{k+2} is mine
+        u[1, after] = self._next.words(after.stop - after.start)
+        v[0, after] = data[0, after]
+        # block me-1: party me-1 sends my component me (its y1); its x_{k+2} is my me+1
+        v[1, before] = data[1, before]
+        got = await self.engine.exchange(
+            {self.next_party: self._outgoing("and", self.next_party, u[1, own])},
+            [self.prev_party])
+        u[0, before] = self._incoming("and", got[self.prev_party], (before.stop - before.start,))
+        return [Shared(u.reshape((2,) + x.shape), 1, True),
+                Shared(v.reshape((2,) + x.shape), 1, True)]
 
     async def bit_components(self, b: Shared) -> list[Shared]:
         return self._components(b.data & U64(1), False)
