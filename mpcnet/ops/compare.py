@@ -140,7 +140,8 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
         return await _msb_lanes(s, x, bits)
     count = x.size
     padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
-    u, v = await reduce_components(s, await s.addends(x.reshape(count)))
+    addends = await s.addends(x.reshape(count))
+    u, v = await reduce_components(s, addends)
     top = local_map(s.xor(u, v), lambda d: d >> np.uint64(63))
 
     def shifted_padded(d: np.ndarray) -> np.ndarray:
@@ -152,7 +153,15 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
     p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift)
-    low = await s.and_(_packed([s.shift(u, 1), p], 1), _packed([s.shift(v, 1), s.shift(p, 1)], 1))
+    # (u0 v0 of two split terms needs fewer cross terms: ``Scheme.term_product``)
+    if s.split_terms and len(addends) == 2:
+        generate, propagate = await s.engine.together(
+            s.term_product(_packed([s.shift(u, 1)], 1), _packed([s.shift(v, 1)], 1)),
+            s.and_(_packed([p], 1), _packed([s.shift(p, 1)], 1)))
+        low = concat([generate, propagate]).reshape(2, -1)
+    else:
+        low = await s.and_(_packed([s.shift(u, 1), p], 1),
+                           _packed([s.shift(v, 1), s.shift(p, 1)], 1))
     # round 2 the block's generate, the majority of u1, v1 and that carry: u1 ^ (p1 & (u1 ^ c))
     high = _packed([u, p], 1)
     u1, p1 = high[0], high[1]

@@ -44,6 +44,9 @@ def local_map(x: Shared, fn: Callable[[np.ndarray], np.ndarray]) -> Shared:
 async def bit_to_arith(s: Scheme, bits: Shared) -> Shared:
     """Arithmetic 0/1 sharing of bit 0 of every word of the binary sharing ``bits``."""
     comps = await s.xor_terms(bits)
+    if s.split_terms:  # two terms with disjoint components: one cheaper product
+        x, y = comps
+        return s.sub(s.add(x, y), s.mul_public(await s.term_product(x, y), 2))
     while len(comps) > 1:
         pairs = len(comps) // 2
         left, right = comps[0:2 * pairs:2], comps[1:2 * pairs:2]

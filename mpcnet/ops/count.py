@@ -72,7 +72,7 @@ async def bit_counts(s: Scheme, bits: Shared, labels: Shared) -> tuple[Shared, S
         return own
     m, p = bits.shape
     c = labels.shape[1]
-    if not s.pairs_xor_terms:
+    if not s.split_terms:
         flags = await bit_to_arith(s, bits)
         return s.sum(flags, 0), await s.matmul(flags.T, labels)
     # flag AND label, 64 rows a word; a label that is not 0/1 fails check_one_hot before any

@@ -247,9 +247,17 @@ class Scheme(ABC):
         (``mpcnet.ops.count.bit_counts`` then converts the bits)."""
         return None
 
-    pairs_xor_terms = False
-    """Whether ``xor_terms`` makes two terms, so that a sum of converted bits needs only an
-    ``inner`` product of them (``mpcnet.ops.count``)."""
+    split_terms = False
+    """Whether ``addends`` and ``xor_terms`` make two terms whose components do not overlap:
+    their products need fewer cross terms (``term_product``), and a sum of converted bits
+    only an ``inner`` product of them (``mpcnet.ops.count``)."""
+
+    async def term_product(self, x: Shared, y: Shared) -> Shared:
+        """x y (x AND y for binary sharings) for x made from the first and y from the second
+        of the two terms of ``addends`` or ``xor_terms`` by local maps (shifts, masks,
+        packing); a ``split_terms`` scheme reshares only the cross terms that are not zero.
+        Here: ``and_`` or ``mul``."""
+        return await (self.and_(x, y) if x.binary else self.mul(x, y))
 
     async def inner(self, x: Shared, y: Shared) -> Shared:
         """sum over the first logical axis of x * y; a scheme may reshare only the sums, as

@@ -126,6 +126,10 @@ _JMPS: tuple[_Jmp, ...] = tuple(
 _ADDENDS: tuple[_Jmp, ...] = (_Jmp(2, 3, 0, 1, 0, 4), _Jmp(3, 2, 1, 0, 1, 4),
                               _Jmp(0, 1, 2, 3, 2, 4), _Jmp(1, 0, 3, 2, 3, 4))
 _PAIRS = (frozenset((0, 1)), frozenset((2, 3)))
+# ``term_product``: the cross terms of {0, 2}, {0, 3}, {1, 2}, {1, 3}, one sent by each party
+# and one received by each.
+_TERMS: tuple[_Jmp, ...] = (_Jmp(1, 3, 2, 0), _Jmp(2, 1, 0, 3), _Jmp(3, 0, 1, 2),
+                            _Jmp(0, 2, 3, 1))
 # ``truncate``, round 1: party 0 gets -(x_0 + a) from party 1 (vouched for by party 2), party 1
 # gets -(x_1 + b) from party 0 (vouched for by 3), a and b being the words of K_0 and K_1 that
 # the joint sharing draws to mask them.
@@ -266,7 +270,7 @@ class Rep4(Scheme):
         self._pending_input = False
         # Static roles of this party in a multiplication round and in ``addends``.
         self._roles = {jmps: _Roles.of(me, jmps)
-                       for jmps in (_JMPS, _ADDENDS, _TRUNC_OPEN, *_SHUFFLE)}
+                       for jmps in (_JMPS, _ADDENDS, _TERMS, _TRUNC_OPEN, *_SHUFFLE)}
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Rep4:
@@ -414,7 +418,17 @@ class Rep4(Scheme):
         z = await self._reshare(a * b, cross, binary=False)
         return Shared(z.reshape((3,) + shape), 1)
 
-    pairs_xor_terms = True  # ``xor_terms``: c_0 ^ c_1 and c_2 ^ c_3
+    split_terms = True  # ``addends``, ``xor_terms``: components {0, 1} and {2, 3}
+
+    async def term_product(self, x: Shared, y: Shared) -> Shared:
+        """x y (or AND) for x with components {0, 1} only and y with {2, 3} only (made from
+        the two terms of ``addends`` or ``xor_terms``): every diagonal term and the cross
+        terms of {0, 1} and {2, 3} are zero, so four joint messages (``_TERMS``), one sent
+        and one received by each party, instead of six [F4: Pi_mult]."""
+        a, b, shape = self._aligned(x, y)
+        times, plus = (np.bitwise_and, np.bitwise_xor) if x.binary else (np.multiply, np.add)
+        z = await self._reshare(times(a, b), self._cross(a, b, times, plus), x.binary, _TERMS)
+        return Shared(z.reshape((3,) + shape), 1, x.binary)
 
     async def inner(self, x: Shared, y: Shared) -> Shared:
         """sum over the first logical axis of x * y with one reshare of the sums, as
