@@ -435,14 +435,15 @@ class Rep4(Scheme):
         ``matmul`` [F4: Pi_mult on the summed diagonal and cross terms, a dot product]."""
         shape = np.broadcast_shapes(x.data.shape[1:], y.data.shape[1:])
         a, b = broadcast_data(x.data, 1, shape), broadcast_data(y.data, 1, shape)
-        diag = np.stack([(a[k] * b[k]).sum(axis=0, dtype=U64) for k in range(3)])
+        def dot(u: np.ndarray, v: np.ndarray) -> np.ndarray:  # sum_i u_i v_i, mod 2^64
+            return np.einsum("i...,i...->...", u, v)
+
+        diag = np.stack([dot(a[k], b[k]) for k in range(3)])
         cross = {}
         for k in range(3):
             for m in range(k + 1, 3):
                 pair = frozenset((held(self.party)[k], held(self.party)[m]))
-                terms = (a[k] * b[m]).sum(axis=0, dtype=U64)
-                terms += (a[m] * b[k]).sum(axis=0, dtype=U64)
-                cross[pair] = terms.reshape(-1)
+                cross[pair] = (dot(a[k], b[m]) + dot(a[m], b[k])).reshape(-1)
         z = await self._reshare(diag.reshape(3, -1), cross, binary=False)
         return Shared(z.reshape((3,) + shape[1:]), 1)
 
