@@ -138,11 +138,14 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
     """
     if bits < 33:
         return await _msb_lanes(s, x, bits)
-    count = x.size
+    shape, count = x.shape, x.size
     padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
     addends = await s.addends(x.reshape(count))
+    del x  # a caller's temporary goes here: every array of the first rounds is as large
+    split = s.split_terms and len(addends) == 2  # ``Scheme.term_product`` applies
     u, v = await reduce_components(s, addends)
-    top = local_map(s.xor(u, v), lambda d: d >> np.uint64(63))
+    del addends
+    top = local_map(s.xor(u, v), lambda d: (d >> np.uint64(63)).astype(np.uint8))
 
     def shifted_padded(d: np.ndarray) -> np.ndarray:
         out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
@@ -152,21 +155,28 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
     u, v = local_map(u, shifted_padded), local_map(v, shifted_padded)
     p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
-    # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift)
-    # (u0 v0 of two split terms needs fewer cross terms: ``Scheme.term_product``)
-    if s.split_terms and len(addends) == 2:
-        generate, propagate = await s.engine.together(
-            s.term_product(_packed([s.shift(u, 1)], 1), _packed([s.shift(v, 1)], 1)),
-            s.and_(_packed([p], 1), _packed([s.shift(p, 1)], 1)))
+    # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift);
+    # round 2's operands are packed first, so that u, v and p are freed before round 1
+    high = _packed([u, p], 1)
+    if split:  # u0 v0 of the two split terms needs fewer cross terms
+        pairs = ((_packed([s.shift(u, 1)], 1), _packed([s.shift(v, 1)], 1)),
+                 (_packed([p], 1), _packed([s.shift(p, 1)], 1)))
+        del u, v, p
+        generate, propagate = await s.engine.together(s.term_product(*pairs[0]),
+                                                      s.and_(*pairs[1]))
+        del pairs
         low = concat([generate, propagate]).reshape(2, -1)
     else:
-        low = await s.and_(_packed([s.shift(u, 1), p], 1),
-                           _packed([s.shift(v, 1), s.shift(p, 1)], 1))
+        left, right = (_packed([s.shift(u, 1), p], 1),
+                       _packed([s.shift(v, 1), s.shift(p, 1)], 1))
+        del u, v, p
+        low = await s.and_(left, right)
+        del left, right
     # round 2 the block's generate, the majority of u1, v1 and that carry: u1 ^ (p1 & (u1 ^ c))
-    high = _packed([u, p], 1)
     u1, p1 = high[0], high[1]
     gen = s.xor(u1, await s.and_(p1, s.xor(u1, low[0])))
     prop = low[1]
+    del high, u1, p1, low
     width = 2
     while width < 32:  # combine adjacent blocks: G ^ P & G<<w, P & P<<w at the high halves
         both = await s.and_(_packed([prop], width),
@@ -175,7 +185,7 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
         width *= 2
     final = s.xor(gen, await s.and_(prop, s.shift(gen, 32)))
     carry = local_map(final, lambda d: _unpack_carries(d, count))
-    return s.xor(top, carry).reshape(x.shape)
+    return s.xor(top, carry).reshape(shape)
 
 
 async def ltz(s: Scheme, x: Shared, bits: int = 64) -> Shared:

@@ -305,7 +305,7 @@ class Rep3(Scheme):
             return None
         m, p = bits.shape
         c = weights.shape[1]
-        b_data = np.ascontiguousarray(np.broadcast_to(bits.data, bits.data.shape)) & U64(1)
+        b_data = np.broadcast_to(bits.data, bits.data.shape)
         w_data = np.ascontiguousarray(np.broadcast_to(weights.data, weights.data.shape))
         me = self.party
         cuts = [d * p // 3 for d in range(4)]
@@ -322,8 +322,8 @@ class Rep3(Scheme):
         deal = np.concatenate([(rho - share_r).reshape(-1),
                                (rho[:, :, None] * (w_data[0] + w_data[1])[:, None, :]
                                 - delta).reshape(-1)])
-        sent_a = b_data[0][:, a_cols] ^ b_data[1][:, a_cols] ^ rho_a_of_a  # c_a ^ c_b ^ rho_a
-        sent_b = b_data[1][:, b_cols] ^ rho_b_of_b                        # c_d ^ rho_b
+        sent_a = (b_data[0][:, a_cols] ^ b_data[1][:, a_cols]) & U64(1) ^ rho_a_of_a
+        sent_b = b_data[1][:, b_cols] & U64(1) ^ rho_b_of_b  # c_a ^ c_b ^ rho_a, c_d ^ rho_b
         got = await self.engine.exchange(
             {self.prev_party: np.concatenate([deal, _bit_words(sent_b)]),
              self.next_party: _bit_words(sent_a)}, [self.prev_party, self.next_party])
