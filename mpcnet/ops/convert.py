@@ -5,7 +5,8 @@ section 5.3): the XOR components of a shared bit are each held by a subset of pa
 has a local arithmetic sharing, and x XOR y = x + y - 2xy folds them with ring products. A tree
 of pairwise folds costs ceil(log2 c) rounds for c components (2 for rep3). Under rep4 the
 scheme's ``xor_terms`` shares c_0 ^ c_1 and c_2 ^ c_3 jointly instead (one round), which leaves
-one product (2 rounds in all, as before, with less than half the bytes).
+one product (2 rounds in all, as before, with less than half the bytes) of two terms whose
+components do not overlap (``Scheme.term_product``: four cross terms instead of six).
 
 Everything else here is built on that and on the scheme interface only:
 

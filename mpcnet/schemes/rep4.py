@@ -37,7 +37,9 @@ Pair sums [F4: Pi_inp with two input parties]. x_0 + x_1 is known to parties 2 a
 x_2 + x_3 to 0 and 1, so a comparison's binary addends (``addends``) and a bit's arithmetic
 XOR terms c_0 ^ c_1, c_2 ^ c_3 (``xor_terms``) are joint sharings, one round of ``_ADDENDS``,
 checked by the same joint-message hash: the four components would need two rounds of
-carry-save ANDs, or three products, instead.
+carry-save ANDs, or three products, instead. The two sums have components {0, 1} and {2, 3}
+only, so a product of one with the other has four non-zero cross terms (``term_product``:
+one joint message sent and one received per party instead of 1.5 each).
 
 Opening [F4: reconstruction]. Party p gets its missing component x_p as a value from party p+1
 and as a BLAKE3 digest from party p+2; a mismatch raises ``CheatingDetected("open
