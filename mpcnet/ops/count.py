@@ -3,7 +3,7 @@
 pi_MS-GINI (Li, Dowsley, De Cock 2021, Protocol 2, lines 5-11) needs, per feature j, the number
 b_j of rows whose flag is set and, per class c, the number B_jc of those rows in class c. Only
 these p (1 + c) sums are needed, never the m x p flags as ring elements, so the conversion of
-the flags can be folded into the sums (docs/performance.md, "Where the bytes go"):
+the flags can be folded into the sums (docs/performance.md, "Fewer bytes"):
 
 - a scheme's own protocol where it has one (``Scheme.bit_counts``: passive3 deals the
   conversion, one word per row, flag and class from one party);
