@@ -11,7 +11,9 @@ checks.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -124,20 +126,29 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     topk = planner.choose(s.name, p, k, lambda ties: scoring.limb_plan(m, n_classes, ties),
                           cut.usable, method)
     with s.engine.phase("scoring"):
-        one_hot = await one_hot_products(s, labels)
         blocks = [slice(start, min(p, start + cut.columns)) for start in range(0, p, cut.columns)]
-        stats = [await _statistics(s, data, labels, columns, cut, scoring) for columns in blocks]
-        parts = await _fractions(s, stats, labels, m, cut, topk.limbs, scoring)
+        one_hot, stats, check = await _statistics(s, data, labels, blocks, cut, scoring)
+        parts, check = await _fractions(s, stats, labels, m, cut, topk.limbs, scoring, check)
     with s.engine.phase("selection"):
-        selection = (await topk_ranking(s, parts, k) if topk.method == "ranking"
-                     else await topk_network(s, parts, k, topk.batch))
+        first_rows = slice(0, min(m, cut.product_rows))
+        rows: Shared | None = None
+        if topk.method == "ranking":  # no checkpoint inside: the first rows of D are input
+            # and the fractions' ANDs checked beside it (docs/active3.md)
+            ranked, rows, _ = await s.engine.together(
+                topk_ranking(s, parts, k), data.block(s, first_rows, slice(None), False),
+                _rounds(check))
+            selection = cast(Shared, ranked)
+        else:
+            await _rounds(check)
+            selection = await topk_network(s, parts, k, topk.batch)
     with s.engine.phase("product"):
         pieces = []
         for start in range(0, m, cut.product_rows):
-            rows = await data.block(s, slice(start, min(m, start + cut.product_rows)),
-                                    slice(None), authenticate=False)  # D' needs no MAC of D
+            if rows is None:
+                rows = await data.block(s, slice(start, min(m, start + cut.product_rows)),
+                                        slice(None), authenticate=False)  # D' needs no MAC of D
             pieces.append(await filter_fs(s, rows, selection))
-            del rows
+            rows = None
             if cut.product_rows < m:  # free the records of the rows' input checks
                 await s.checkpoint()
         reduced = concat(pieces).reshape(m, k)
@@ -151,44 +162,94 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
                            dict(topk.figures(), **cut.figures(m, p)))
 
 
-async def _statistics(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
-                      scoring: Score) -> tuple[Shared, ...]:
-    """The statistics of one block of columns: in one go, or tile by tile of rows when a column
-    does not fit (the column sums first if the score needs them, then each tile's statistics,
-    which add up). A job in more than one block frees the records of each block's (tile's)
-    checks before the next (``Scheme.checkpoint``)."""
+async def _nothing() -> None:
+    """A ``together`` member with no rounds."""
+
+
+def _rounds(check: Awaitable[None] | None) -> Awaitable[None]:
+    """A pending checkpoint's rounds, or none."""
+    return _nothing() if check is None else check
+
+
+async def _statistics(s: Scheme, data: Blocks, labels: Shared, blocks: list[slice], cut: Layout,
+                      scoring: Score
+                      ) -> tuple[Shared, list[tuple[Shared, ...]], Awaitable[None] | None]:
+    """The one-hot products of the labels and the statistics of every block of columns: each
+    in one go, or tile by tile of rows when a column does not fit (the column sums first if
+    the score needs them, then each tile's statistics, which add up); also the rounds of the
+    last step's checkpoint, still to run (``Scheme.checkpoint_later``).
+
+    A job of several steps checkpoints after each. The steps are pipelined: step i's
+    rounds travel with step i+1's input and step i-1's checkpoint (``RoundEngine.together``),
+    so each step costs its own rounds only, whatever its input and check take; a score whose
+    statistics checkpoint themselves (``Score.pipelined`` false) runs them one after another.
+    Each group holds one step's sign tests and the previous step's check records."""
     m = data.shape[0]
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
-    column_sums = None
-    if scoring.uses_mean and len(tiles) > 1:
-        for rows in tiles:
-            tile_sums = s.sum(await data.block(s, rows, columns, scoring.authenticate_data), 0)
-            column_sums = tile_sums if column_sums is None else s.add(column_sums, tile_sums)
-            await s.checkpoint()
-    stats: tuple[Shared, ...] = ()
-    for rows in tiles:
-        block = await data.block(s, rows, columns, scoring.authenticate_data)
-        if scoring.uses_mean and column_sums is None:  # one tile: all rows at once
-            column_sums = s.sum(block, 0)
-        tile_stats = await scoring.statistics(s, block, labels[rows], column_sums, m)
-        del block
-        stats = tile_stats if not stats else tuple(
-            s.add(x, y) for x, y in zip(stats, tile_stats, strict=True))
-        if len(tiles) > 1 or cut.columns < data.shape[1]:
-            await s.checkpoint()
-    return stats
+    steps: list[tuple[slice, slice, bool]] = []  # (rows, columns, column sums only)
+    for columns in blocks:
+        if scoring.uses_mean and len(tiles) > 1:
+            steps += [(rows, columns, True) for rows in tiles]  # the column sums first
+        steps += [(rows, columns, False) for rows in tiles]
+    several = len(steps) > 1
+    column_sums: dict[int, Shared] = {}
+    stats: dict[int, tuple[Shared, ...]] = {}
+
+    async def step(block: Shared, rows: slice, columns: slice, sums_only: bool) -> None:
+        if sums_only or (scoring.uses_mean and columns.start not in column_sums):
+            tile_sums = s.sum(block, 0)
+            before = column_sums.get(columns.start)
+            column_sums[columns.start] = tile_sums if before is None else s.add(before,
+                                                                               tile_sums)
+        if sums_only:
+            return
+        tile_stats = await scoring.statistics(s, block, labels[rows],
+                                              column_sums.get(columns.start), m)
+        before_stats = stats.get(columns.start)
+        stats[columns.start] = tile_stats if before_stats is None else tuple(
+            s.add(x, y) for x, y in zip(before_stats, tile_stats, strict=True))
+
+    def read(i: int) -> Awaitable[Shared]:
+        rows, columns, _ = steps[i]
+        return data.block(s, rows, columns, scoring.authenticate_data)
+
+    one_hot: Shared | None = None
+    check: Awaitable[None] | None = None
+    block = await read(0)
+    for i, (rows, columns, sums_only) in enumerate(steps):
+        following = read(i + 1) if i + 1 < len(steps) else _nothing()
+        first = one_hot_products(s, labels) if i == 0 else _nothing()
+        work = step(block, rows, columns, sums_only)
+        if scoring.pipelined:
+            _, block_next, made, _ = await s.engine.together(work, following, first,
+                                                             _rounds(check))
+        else:
+            await _rounds(check)
+            made = await first
+            await work
+            block_next = await following
+        one_hot = made if i == 0 else one_hot
+        block = cast(Shared, block_next)  # the step's block is freed
+        check = s.checkpoint_later() if several else None
+    assert one_hot is not None
+    return one_hot, [stats[columns.start] for columns in blocks], check
 
 
 async def _fractions(s: Scheme, stats: list[tuple[Shared, ...]], labels: Shared, m: int,
-                     cut: Layout, plan: LimbPlan, scoring: Score) -> Fractions:
+                     cut: Layout, plan: LimbPlan, scoring: Score,
+                     check: Awaitable[None] | None) -> tuple[Fractions, Awaitable[None] | None]:
     """The fractions of every block from its statistics, ``cut.finishing`` blocks together
     (``RoundEngine.together``: their rounds travel as one), so that a job's rounds do not grow
-    with its number of blocks; then, in a job of several blocks, one checkpoint."""
+    with its number of blocks, the last scoring step's ``check`` beside the first group; then,
+    in a job of several blocks, the rounds of one checkpoint, still to run."""
     sizes = s.sum(labels, 0)
     parts: list[Fractions] = []
     for start in range(0, len(stats), cut.finishing):
-        parts += await s.engine.together(*(scoring.of_statistics(s, block, sizes, m, plan)
-                                           for block in stats[start:start + cut.finishing]))
+        done = await s.engine.together(_rounds(check), *(
+            scoring.of_statistics(s, block, sizes, m, plan)
+            for block in stats[start:start + cut.finishing]))
+        parts += cast(list[Fractions], done[1:])
+        check = None
     if len(stats) > 1:
-        await s.checkpoint()
-    return join(parts)
+        check = s.checkpoint_later()
+    return join(parts), check
