@@ -222,9 +222,9 @@ def test_cheating_in_blocks_is_detected_where_checks_run_beside_the_next_block(c
 
 def test_a_wrong_and_in_the_first_block_is_caught_by_its_checkpoint_beside_the_second() -> None:
     """An error on the first AND of block 1 is caught by block 1's checkpoint, whose rounds
-    now travel with block 2's: the honest parties stop with ``CheatingDetected("AND")`` in the
-    scoring, well before the job's final check."""
-    stopped: dict[int, tuple[str, int]] = {}
+    now travel with block 2's: the honest parties stop in the scoring (``AND``, or ``open
+    consistency`` at that check's openings), well before the job's final check."""
+    stopped: dict[int, int] = {}  # rounds run when the party stopped
     info = registry.get("active3")
     values, labels = _dataset()
     data, lab = info.share(values.view(np.uint64)), info.share(labels)
@@ -237,21 +237,24 @@ def test_a_wrong_and_in_the_first_block_is_caught_by_its_checkpoint_beside_the_s
             result = await select_stored(s, ArraySource(data[engine.party]), lab[engine.party],
                                          2, K, np.zeros(P, np.int64), budget)
         except CheatingDetected:
-            stopped[engine.party] = (engine.current_phase, engine.rounds)
+            stopped[engine.party] = engine.rounds
             raise
         return (await s.open(result.reduced)).view(np.int64)
 
     honest_rounds = _rounds_of_an_honest_run_in_blocks()
     ran = outcomes(3, party)
     assert fault.fired == 1
-    for i in (0, 2):
-        assert isinstance(ran[i], CheatingDetected) and ran[i].check == "AND", ran[i]
-        phase, rounds = stopped[i]
-        assert phase == "scoring" and rounds < honest_rounds["scoring_end"], (phase, rounds)
+    caught = [i for i in (0, 2) if isinstance(ran[i], CheatingDetected)]
+    assert caught and not any(isinstance(o, np.ndarray) for o in ran), ran  # the job stops
+    for i in caught:  # an honest party that was still running when the abort came is None
+        # by the block's AND check: its zero test, or its openings, where a component the
+        # error made differ between its two holders mismatches its digest
+        assert getattr(ran[i], "check", None) in ("AND", "open consistency"), ran[i]
+        assert stopped[i] < honest_rounds["scoring_end"], (stopped[i], honest_rounds)
 
 
 def _rounds_of_an_honest_run_in_blocks() -> dict[str, int]:
-    """Rounds at the end of block 2's group and of the scoring in an honest run."""
+    """Rounds at the end of the scoring in an honest run."""
     info = registry.get("active3")
     values, labels = _dataset()
     data, lab = info.share(values.view(np.uint64)), info.share(labels)
