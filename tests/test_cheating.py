@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import outcomes
 
-from mpcnet.errors import CheatingDetected
+from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.featsel.gini_fs import gini_fs, select_stored
 from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, held_bytes
 from mpcnet.featsel.source import ArraySource
@@ -271,6 +271,21 @@ def _rounds_of_an_honest_run_in_blocks() -> dict[str, int]:
     out = outcomes(3, party)
     assert isinstance(out[0], dict)
     return out[0]
+
+
+@pytest.mark.parametrize("position", range(3))
+def test_an_error_on_the_one_hot_products_opened_early_stops_the_job_as_cheating(
+        position: int) -> None:
+    """The one-hot products are opened beside the fractions, before the final ``verify``, and
+    acted on only after it: an error on the labels' MAC product (position 0), the one-hot
+    products (1) or the product after them makes the honest servers stop with
+    ``CheatingDetected``, never with the ``InputError`` that would blame an owner."""
+    fault = FaultInjector(1, "product", after=position, delta=1 << 20)
+    ran = _run_in_blocks(fault)
+    assert fault.fired == 1
+    honest = [ran[0], ran[2]]
+    assert any(isinstance(o, CheatingDetected) for o in honest), ran
+    assert not any(isinstance(o, (InputError, np.ndarray)) for o in honest), ran
 
 
 @pytest.mark.parametrize("cheater", range(3))

@@ -256,7 +256,9 @@ def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end() -> None:
 
 def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
     """``open_masked`` skips the checks its caller vouches for: its callers are pinned to the
-    perfect truncation (x + r, r uniform over the ring) and ``b2a_masked`` (w - r)."""
+    perfect truncation (x + r, r uniform over the ring), ``b2a_masked`` (w - r) and the
+    one-hot products of the labels (zero for well-formed labels whatever the data, acted on
+    only after ``verify``: ``featsel.labels.open_one_hot``, docs/active3.md)."""
     import re
 
     from conftest import ROOT
@@ -264,7 +266,8 @@ def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
     callers = {path.relative_to(ROOT).as_posix()
                for path in (ROOT / "mpcnet").rglob("*.py")
                if re.search(r"\.open_masked\(", path.read_text())}
-    assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py"}, callers
+    assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py",
+                       "mpcnet/featsel/labels.py"}, callers
 
 
 @dataclass

@@ -19,7 +19,7 @@ import numpy as np
 
 from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
-from mpcnet.featsel.labels import check_one_hot, one_hot_products
+from mpcnet.featsel.labels import one_hot_products, open_one_hot, refuse_malformed
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, Layout, layout
 from mpcnet.featsel.msgini import join
 from mpcnet.featsel.scores import DEFAULT_SCORE, Score, score
@@ -75,15 +75,17 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     scoring = score(score_name)
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
                  scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)
+    # the labels are input as the data are (value-only for the mean-split scores, whose
+    # statistics only take a product of them with authenticated flags; their MACs are made
+    # beside the first block), with one input check for both
+    macs = scoring.authenticate_data
     if cut.columns >= p:
-        (whole,) = await s.input(data.block(slice(None), slice(None)),
-                                 authenticate=scoring.authenticate_data)
-        (label_shares,) = await s.input(labels)
-        return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
-                             method, score_name)
-    (label_shares,) = await s.input(labels)
-    return await _select(s, Streamed(data), label_shares, n_classes, k, exponents,
-                         memory_budget, method, score(score_name))
+        whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels,
+                                            authenticate=macs)
+        return await _select(s, Held(whole), label_shares, n_classes, k, exponents,
+                             memory_budget, method, scoring, macs)
+    return await _select(s, Streamed(data), labels, n_classes, k, exponents, memory_budget,
+                         method, scoring, macs)
 
 
 async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
@@ -111,13 +113,17 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
     return result, joined.rows
 
 
-async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: int,
+async def _select(s: Scheme, data: Blocks, labels: Shared | np.ndarray, n_classes: int, k: int,
                   exponents: np.ndarray, memory_budget: int, method: str | None,
-                  scoring: Score) -> SelectionResult:
+                  scoring: Score, label_macs: bool = True) -> SelectionResult:
+    """Protocol 3 on ``data``; ``labels`` input already, or this party's label shares, to
+    input beside the first block; without ``label_macs`` they are (or are input) value-only
+    and get their MACs beside the first block's rounds (``_statistics``)."""
     m, p = data.shape
-    if labels.shape != (m, n_classes - 1):
+    shape = labels.shape if isinstance(labels, Shared) else tuple(labels.shape[-2:])
+    if shape != (m, n_classes - 1):
         raise InputError(f"label matrix must be {m} x {n_classes - 1} (one-hot without the last "
-                         f"class), got {labels.shape}")
+                         f"class), got {shape}")
     if not 0 < k <= p:
         raise InputError(f"k must be between 1 and {p} for {p} features, got {k}")
     scoring.check_rows(m, n_classes)
@@ -127,8 +133,10 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
                           cut.usable, method)
     with s.engine.phase("scoring"):
         blocks = [slice(start, min(p, start + cut.columns)) for start in range(0, p, cut.columns)]
-        one_hot, stats, check = await _statistics(s, data, labels, blocks, cut, scoring)
-        parts, check = await _fractions(s, stats, labels, m, cut, topk.limbs, scoring, check)
+        one_hot, labels, stats, check = await _statistics(s, data, labels, label_macs, blocks,
+                                                          cut, scoring)
+        parts, check, one_hot_opened = await _fractions(s, stats, labels, m, cut, topk.limbs,
+                                                        scoring, check, one_hot)
     with s.engine.phase("selection"):
         first_rows = slice(0, min(m, cut.product_rows))
         rows: Shared | None = None
@@ -157,7 +165,7 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     indices = s.matmul_public(np.arange(p, dtype=np.uint64).reshape(1, p), selection).reshape(k)
     with s.engine.phase("checks"):
         await s.verify()
-        await check_one_hot(s, one_hot, *labels.shape)
+        refuse_malformed(one_hot_opened, *labels.shape)  # opened with the fractions
     return SelectionResult(reduced, chosen, indices, labels,
                            dict(topk.figures(), **cut.figures(m, p)))
 
@@ -171,13 +179,22 @@ def _rounds(check: Awaitable[None] | None) -> Awaitable[None]:
     return _nothing() if check is None else check
 
 
-async def _statistics(s: Scheme, data: Blocks, labels: Shared, blocks: list[slice], cut: Layout,
-                      scoring: Score
-                      ) -> tuple[Shared, list[tuple[Shared, ...]], Awaitable[None] | None]:
-    """The one-hot products of the labels and the statistics of every block of columns: each
-    in one go, or tile by tile of rows when a column does not fit (the column sums first if
-    the score needs them, then each tile's statistics, which add up); also the rounds of the
-    last step's checkpoint, still to run (``Scheme.checkpoint_later``).
+async def _given(labels: Shared) -> list[Shared]:
+    """Labels input already, as ``Scheme.input`` returns them."""
+    return [labels]
+
+
+async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, label_macs: bool,
+                      blocks: list[slice], cut: Layout, scoring: Score
+                      ) -> tuple[Shared, Shared, list[tuple[Shared, ...]],
+                                 Awaitable[None] | None]:
+    """The one-hot products of the labels, the labels with their MACs and the statistics of
+    every block of columns: each in one go, or tile by tile of rows when a column does not fit
+    (the column sums first if the score needs them, then each tile's statistics, which add
+    up); also the rounds of the last step's checkpoint, still to run
+    (``Scheme.checkpoint_later``). Labels not input yet are input beside the first block;
+    labels without MACs (``label_macs`` false) get them (``Scheme.refresh``) beside it, the
+    first block's class counts taking them value-only (a product with authenticated flags).
 
     A job of several steps checkpoints after each. The steps are pipelined: step i's
     rounds travel with step i+1's input and step i-1's checkpoint (``RoundEngine.together``),
@@ -195,7 +212,8 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared, blocks: list[slic
     column_sums: dict[int, Shared] = {}
     stats: dict[int, tuple[Shared, ...]] = {}
 
-    async def step(block: Shared, rows: slice, columns: slice, sums_only: bool) -> None:
+    async def step(block: Shared, labels: Shared, rows: slice, columns: slice,
+                   sums_only: bool) -> None:
         if sums_only or (scoring.uses_mean and columns.start not in column_sums):
             tile_sums = s.sum(block, 0)
             before = column_sums.get(columns.start)
@@ -213,13 +231,21 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared, blocks: list[slic
         rows, columns, _ = steps[i]
         return data.block(s, rows, columns, scoring.authenticate_data)
 
+    async def labelled(value_only: Shared) -> tuple[Shared, Shared]:
+        with_macs = value_only if label_macs else await s.refresh(value_only)
+        return with_macs, await one_hot_products(s, with_macs)
+
+    label_input = (s.input(labels, authenticate=label_macs) if isinstance(labels, np.ndarray)
+                   else _given(labels))
+    block, given = await s.engine.together(read(0), label_input)
+    block, (first_labels,) = cast(Shared, block), cast(list[Shared], given)
     one_hot: Shared | None = None
+    current = first_labels  # value-only in the first step without label_macs
     check: Awaitable[None] | None = None
-    block = await read(0)
     for i, (rows, columns, sums_only) in enumerate(steps):
         following = read(i + 1) if i + 1 < len(steps) else _nothing()
-        first = one_hot_products(s, labels) if i == 0 else _nothing()
-        work = step(block, rows, columns, sums_only)
+        first = labelled(current) if i == 0 else _nothing()
+        work = step(block, current, rows, columns, sums_only)
         if scoring.pipelined:
             _, block_next, made, _ = await s.engine.together(work, following, first,
                                                              _rounds(check))
@@ -228,28 +254,35 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared, blocks: list[slic
             made = await first
             await work
             block_next = await following
-        one_hot = made if i == 0 else one_hot
+        if i == 0:
+            current, one_hot = cast(tuple[Shared, Shared], made)
         block = cast(Shared, block_next)  # the step's block is freed
         check = s.checkpoint_later() if several else None
     assert one_hot is not None
-    return one_hot, [stats[columns.start] for columns in blocks], check
+    return one_hot, current, [stats[columns.start] for columns in blocks], check
 
 
 async def _fractions(s: Scheme, stats: list[tuple[Shared, ...]], labels: Shared, m: int,
                      cut: Layout, plan: LimbPlan, scoring: Score,
-                     check: Awaitable[None] | None) -> tuple[Fractions, Awaitable[None] | None]:
+                     check: Awaitable[None] | None, one_hot: Shared
+                     ) -> tuple[Fractions, Awaitable[None] | None, np.ndarray]:
     """The fractions of every block from its statistics, ``cut.finishing`` blocks together
     (``RoundEngine.together``: their rounds travel as one), so that a job's rounds do not grow
-    with its number of blocks, the last scoring step's ``check`` beside the first group; then,
-    in a job of several blocks, the rounds of one checkpoint, still to run."""
+    with its number of blocks, the last scoring step's ``check`` and the opening of the
+    ``one_hot`` products (``open_one_hot``: acted on after ``verify``) beside the first group;
+    then, in a job of several blocks, the rounds of one checkpoint, still to run."""
     sizes = s.sum(labels, 0)
     parts: list[Fractions] = []
+    opened: np.ndarray | None = None
     for start in range(0, len(stats), cut.finishing):
-        done = await s.engine.together(_rounds(check), *(
-            scoring.of_statistics(s, block, sizes, m, plan)
-            for block in stats[start:start + cut.finishing]))
-        parts += cast(list[Fractions], done[1:])
+        done = await s.engine.together(
+            _rounds(check), open_one_hot(s, one_hot) if opened is None else _nothing(),
+            *(scoring.of_statistics(s, block, sizes, m, plan)
+              for block in stats[start:start + cut.finishing]))
+        opened = cast(np.ndarray, done[1]) if opened is None else opened
+        parts += cast(list[Fractions], done[2:])
         check = None
     if len(stats) > 1:
         check = s.checkpoint_later()
-    return join(parts), check
+    assert opened is not None
+    return join(parts), check, opened

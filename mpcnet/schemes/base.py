@@ -225,7 +225,10 @@ class Scheme(ABC):
         """Reveal x, a value masked by fresh randomness uniform over the whole ring (a perfect
         truncation's x + r, ``b2a_masked``'s w - r): what it shows is uniform whatever errors
         a cheater put into it, so a scheme may defer the checks that draw randomness to the
-        job's next ``verify`` instead of running them in parts (spdz3). Here: ``open``."""
+        job's next ``verify`` instead of running them in parts (spdz3). Also for a value
+        that is zero for well-formed inputs, whatever the data, and whose other values are
+        revealed anyway, acted on only after ``verify`` (the one-hot products of the labels:
+        ``featsel.labels.open_one_hot``). Here: ``open``."""
         return await (self.open_binary(x) if binary else self.open(x))
 
     async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
