@@ -116,6 +116,7 @@ class Spdz3(Rep3Wide):
         self._macs = MacRecords()  # the MAC check's records (mac_check)
         self._ands: list[And] = []  # the AND check's (x, y, z) words (and_check)
         self._claims = Claims((*CHECKS, INPUTS))  # the zero tests' and inputs' digests
+        self._deferred = 0  # checkpoints whose rounds (checkpoint_later) have not run yet
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Spdz3:
@@ -435,19 +436,24 @@ class Spdz3(Rep3Wide):
             raise RuntimeError("checkpoint_later with inputs pending: run verify_inputs first")
         self._macs.fold(self._mac_sums)
         ands, self._ands = self._ands, []
+        self._deferred += 1
 
         async def rounds() -> None:
             if ands:
                 await self._check(ands, None)
+            self._deferred -= 1
         return rounds()
 
     def pending_checks(self) -> list[str]:
         """Every check with something queued: the inputs' digests, ANDs, MAC records (or
-        folded terms) and zero tests' claims (Freivalds' among the MAC ones). ``verify``
-        runs whenever any is pending, so no queued claim waits for a check that never comes."""
+        folded terms), zero tests' claims (Freivalds' among the MAC ones) and the ANDs of a
+        ``checkpoint_later`` whose rounds have not run. ``verify`` runs whenever any is
+        pending, so no queued claim waits for a check that never comes; the last one it cannot
+        run (those ANDs were handed to the rounds), so it refuses."""
         queued = {INPUTS: INPUTS in self._claims.pending, "AND": bool(self._ands),
                   "MAC": self._macs.pending,
-                  "zero tests": bool(self._claims.pending & set(CHECKS))}
+                  "zero tests": bool(self._claims.pending & set(CHECKS)),
+                  "checkpoint rounds not run": self._deferred > 0}
         return [check for check, pending in queued.items() if pending]
 
     async def verify(self) -> None:
