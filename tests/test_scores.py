@@ -112,6 +112,25 @@ def test_gini_scores_blocks_of_whole_columns_and_never_tiles(scheme: str) -> Non
         layout(scheme, 300, 6, 3, 3, small, gini.cell_cost, per_feature, True)
 
 
+@pytest.mark.parametrize("scheme", ["active3", "active4"])
+def test_gini_tournament_checkpointing_in_pieces_in_several_blocks(
+        scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block of more than ``gini.PIECE`` cells checkpoints inside its tournament, which must
+    then not run inside ``RoundEngine.together`` (a review found active3 stopping there when a
+    memory budget of 3 GiB gave SpeedDating blocks of 41 columns)."""
+    from mpcnet.featsel import gini
+
+    monkeypatch.setattr(gini, "PIECE", 16)
+    ds = _synthetic(60, 6, 3, seed=35)
+    g = score("gini")
+    column = 60 * SCORING_BYTES_PER_CELL[scheme] * g.cell_cost
+    budget = held_bytes(scheme, 60, 3, 3) + 2 * (column + g.feature_bytes(scheme, 60, 3))
+    run = select_in_process(scheme, ds.values, ds.label_matrix, 3, 3, ds.exponents,
+                            memory_budget=budget, score="gini")
+    assert run.plan["block_columns"] == 2
+    assert run.indices.tolist() == expected(ds, "gini", 3)
+
+
 def test_gini_in_digits_past_the_whole_tournament() -> None:
     """Past 10,808 rows the tournament's cross products pass 2^63 and its fractions are
     compared in digits; the selection still equals the reference."""

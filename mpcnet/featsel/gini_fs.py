@@ -269,16 +269,21 @@ async def _fractions(s: Scheme, stats: list[tuple[Shared, ...]], labels: Shared,
     """The fractions of every block from its statistics, ``cut.finishing`` blocks together
     (``RoundEngine.together``: their rounds travel as one), so that a job's rounds do not grow
     with its number of blocks, the last scoring step's ``check`` and the opening of the
-    ``one_hot`` products (``open_one_hot``: acted on after ``verify``) beside the first group;
-    then, in a job of several blocks, the rounds of one checkpoint, still to run."""
+    ``one_hot`` products (``open_one_hot``: acted on after ``verify``) beside the first group
+    (a score that is not ``pipelined`` computes its fractions after them, one block at a time:
+    they may checkpoint); then, in a job of several blocks, the rounds of one checkpoint,
+    still to run."""
     sizes = s.sum(labels, 0)
     parts: list[Fractions] = []
     opened: np.ndarray | None = None
     for start in range(0, len(stats), cut.finishing):
+        group = [scoring.of_statistics(s, block, sizes, m, plan)
+                 for block in stats[start:start + cut.finishing]]
         done = await s.engine.together(
             _rounds(check), open_one_hot(s, one_hot) if opened is None else _nothing(),
-            *(scoring.of_statistics(s, block, sizes, m, plan)
-              for block in stats[start:start + cut.finishing]))
+            *(group if scoring.pipelined else ()))
+        if not scoring.pipelined:  # its fractions checkpoint (gini's tournament in pieces)
+            done += [await fractions for fractions in group]
         opened = cast(np.ndarray, done[1]) if opened is None else opened
         parts += cast(list[Fractions], done[2:])
         check = None
