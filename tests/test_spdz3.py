@@ -37,6 +37,12 @@ def test_check_plan_reaches_the_statistical_security(n: int) -> None:
     assert pools * math.log2(size) >= SIGMA  # a cheater passes with probability <= size^-pools
 
 
+@pytest.fixture
+def triples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ANDs checked by triples with cut-and-choose (``and_check``), not by proofs."""
+    monkeypatch.setattr(Spdz3, "proves_ands", False)
+
+
 class SameErrorEverywhere(FaultInjector):
     """Adds the same word to every word of every AND and triple message of ``party``, in
     place (its own copies agree with what it sent), and commits to the changed triples (the
@@ -82,6 +88,7 @@ def test_an_honest_and_opens_correctly() -> None:
         np.testing.assert_array_equal(out, x & y)
 
 
+@pytest.mark.usefixtures("triples")
 @pytest.mark.parametrize("cheater", range(3))
 def test_the_same_error_on_every_and_and_triple_is_caught_by_the_cut(cheater: int) -> None:
     fault = SameErrorEverywhere(cheater, "and", delta=1 << 7)
@@ -135,6 +142,7 @@ class RushingCheater(Spdz3):
         await self._compare_digests(("AND", "MAC"))
 
 
+@pytest.mark.usefixtures("triples")
 def test_a_cheater_who_holds_back_its_triples_until_it_sees_a_coin_is_caught() -> None:
     rng = np.random.default_rng(5)
     x, y = (rep3.share(rng.integers(0, 2**63, 3, dtype=np.int64).view(U64), binary=True)
@@ -179,6 +187,7 @@ class Curious(Spdz3):
         return triples
 
 
+@pytest.mark.usefixtures("triples")
 def test_the_triple_commitment_tells_its_relayer_nothing_about_the_and_inputs() -> None:
     """Party 2's triple terms go to party 1, their commitment to party 0, which lacks them
     but, once rho and sigma are open, can rebuild them from a guess of the ANDs' inputs: an

@@ -60,12 +60,13 @@ from mpcnet.ring import to_ring
 from mpcnet.schemes.and_check import SIGMA, And, Triples, and_openings, and_words, check_plan
 from mpcnet.schemes.base import Public, Shared, broadcast_data
 from mpcnet.schemes.commitment import check_commitment, coin_seed, commitment
+from mpcnet.schemes.dzkp import Prover, Verifier, level_weights, proof_plan
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.freivalds import freivalds_vector, residual
 from mpcnet.schemes.keys import pairwise_prfs
 from mpcnet.schemes.mac_check import MacRecords, local_terms
 from mpcnet.schemes.rep3_wide import Part, Rep3Wide, lift, replicated_factors
-from mpcnet.schemes.replicated import DIGEST_WORDS
+from mpcnet.schemes.replicated import DIGEST_WORDS, RunningHash, digest_words
 from mpcnet.schemes.zero_tests import Claims, zero_claim
 
 __all__ = ["SIGMA", "Spdz3", "check_plan"]
@@ -76,6 +77,10 @@ CHECKS = ("AND", "MAC")  # zero tests compared by digest in the last round of ``
 INPUTS = "input consistency"  # compared in a round of its own, before inputs are used
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
+ProvedAnd = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""An AND queued for the proof (``dzkp``): x, y words (slot, n), e_A = x_{i+1} y_{i+1} ^
+z_{i+1} ^ F_{i,i+1} (this party as A of the next party's proof) and F_{i-1,i} (as its B of
+the previous party's proof), (n,) each."""
 
 
 def _authenticated(x: Shared) -> bool:
@@ -113,6 +118,8 @@ class Spdz3(Rep3Wide):
         self._alpha = self._random128(())  # (limb, slot): the MAC key
         self._macs = MacRecords()  # the MAC check's records (mac_check)
         self._ands: list[And] = []  # the AND check's (x, y, z) words (and_check)
+        self._proved: list[ProvedAnd] = []  # the AND proof's words (dzkp)
+        self._sent_and, self._got_and = RunningHash(b"and"), RunningHash(b"and")
         self._claims = Claims((*CHECKS, INPUTS))  # the zero tests' and inputs' digests
 
     @classmethod
@@ -320,10 +327,34 @@ class Spdz3(Rep3Wide):
         return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
 
     # -- binary ----------------------------------------------------------------------------
+    proves_ands = True
+    """Check the ANDs by each party's proof of its messages (``dzkp``) rather than by
+    triples with cut-and-choose (``and_check``)."""
+
     async def and_(self, x: Shared, y: Shared) -> Shared:
         a, b = np.broadcast_arrays(x.data, y.data)
-        z = await self._reshare(self._and_terms(a, b), True, "and")
-        self._ands.append((a.reshape(2, -1), b.reshape(2, -1), z.data.reshape(2, -1)))
+        if not self.proves_ands:
+            z = await self._reshare(self._and_terms(a, b), True, "and")
+            self._ands.append((a.reshape(2, -1), b.reshape(2, -1), z.data.reshape(2, -1)))
+            return z
+        # Rep3._and_terms with its zero words kept: the proofs' verifiers need them
+        shape = a.shape[1:]
+        f_next, f_prev = self._next.words(shape), self._prev.words(shape)
+        out = self._terms(shape)
+        term = out[0] if out.ndim > 1 else out[0:1]
+        np.bitwise_xor(b[0], b[1], out=term)
+        term &= a[0]
+        term ^= a[1] & b[0]
+        term ^= f_next
+        term ^= f_prev
+        z = await self._reshare(out, True, "and")
+        xs, ys, zs = a.reshape(2, -1), b.reshape(2, -1), z.data.reshape(2, -1)
+        self._sent_and.update(np.ascontiguousarray(zs[0]))
+        self._got_and.update(np.ascontiguousarray(zs[1]))
+        e_a = xs[1] & ys[1]
+        e_a ^= zs[1]
+        e_a ^= f_next.reshape(-1)
+        self._proved.append((xs, ys, e_a, f_prev.reshape(-1)))
         return z
 
     async def open_binary(self, x: Shared) -> np.ndarray:
@@ -417,7 +448,7 @@ class Spdz3(Rep3Wide):
         self.engine.alone("checkpoint")
         await self.verify_inputs()
         self._macs.fold(self._mac_sums)
-        if self._ands:
+        if self._ands or self._proved:
             ands, self._ands = self._ands, []
             await self._check(ands, None)
 
@@ -425,7 +456,8 @@ class Spdz3(Rep3Wide):
         """Every check with something queued: the inputs' digests, ANDs, MAC records (or
         folded terms) and zero tests' claims (Freivalds' among the MAC ones). ``verify``
         runs whenever any is pending, so no queued claim waits for a check that never comes."""
-        queued = {INPUTS: INPUTS in self._claims.pending, "AND": bool(self._ands),
+        queued = {INPUTS: INPUTS in self._claims.pending,
+                  "AND": bool(self._ands or self._proved),
                   "MAC": self._macs.pending,
                   "zero tests": bool(self._claims.pending & set(CHECKS))}
         return [check for check, pending in queued.items() if pending]
@@ -450,10 +482,15 @@ class Spdz3(Rep3Wide):
         and u (either may be absent), in the four rounds of ``verify``; the last compares
         every zero test's claims, those queued earlier included (Freivalds')."""
         triples = self._triple_terms(ands)
+        proved, self._proved = self._proved, []
         # round 1: the triples' AND terms and the terms of w and u to the previous party, a
         # digest of the terms to the next party (the commitment, relayed in round 2)
         back: list[Part] = [] if triples is None else [("triple", triples[2][0])]
         forward: list[Part] = []
+        if proved:  # the proofs' keys; the AND messages to A, committed to B (``dzkp``)
+            keys = self._proof_keys()
+            forward.append(("and-commit", commitment(keys[0].words(4).tobytes(),
+                                                     digest_words(self._sent_and))))
         if triples is not None:
             # salted with the key shared with the terms' receiver (``commitment``: why)
             salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
@@ -461,15 +498,18 @@ class Spdz3(Rep3Wide):
             forward.append(("triple-hash", self._commitment(salt_out, triples[2][0])))
         if sums is not None:
             back.append(("mac-sum", sums))
-        if back:
-            got, committed = await self._ring_round(back, forward,
-                                                    "AND" if triples is not None else "MAC")
+        if back or forward:
+            got, committed = await self._ring_round(
+                back, forward, "AND" if triples is not None or proved else "MAC")
         # round 2: the coin (it fixes the AND matching), the relayed commitment and alpha w
         back, forward = [], []
         if triples is not None:
             triples[2][1] = got[0]
+        if triples is not None or proved:
             back.append(("coin", self._next.words(2)))
-            forward += [("coin", self._prev.words(2)), ("triple-relay", committed[0])]
+            forward.append(("coin", self._prev.words(2)))
+        if triples is not None:
+            forward.append(("triple-relay", committed[0]))
         if sums is not None:
             w_u = np.stack([sums, got[-1]], axis=1)  # (limb, slot, v): replicated w and u
             alpha_w = self._product_term(self._alpha[..., None], w_u[:, :, VALUE:VALUE + 1])
@@ -484,8 +524,63 @@ class Spdz3(Rep3Wide):
             self._check_commitment(got[0], from_prev[1], salt_in)
             seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
             await self._check_ands(ands, triples, seed)
+        if proved:
+            seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
+            await self._prove_ands(proved, seed, keys, committed[0])
         # round 4: the digests of the zero tests
         await self._compare_digests(CHECKS)
+
+    def _proof_keys(self) -> tuple[PRF, PRF, PRF, PRF, PRF, PRF]:
+        """Fresh keys for one check's proofs, three from each pairwise key in the same order
+        at both ends (for the proof of its first holder, of its second, and the coins of the
+        third party's): (as prover: with A, with B; as A of the next party's proof: with its
+        prover, coins; as B of the previous party's: with its prover, coins)."""
+        nxt = [PRF(self._next.words(2).tobytes()) for _ in range(3)]
+        prv = [PRF(self._prev.words(2).tobytes()) for _ in range(3)]
+        return prv[1], nxt[0], nxt[1], prv[2], prv[0], nxt[2]
+
+    async def _prove_ands(self, proved: list[ProvedAnd], seed: bytes,
+                          keys: tuple[PRF, PRF, PRF, PRF, PRF, PRF],
+                          commit_in: np.ndarray) -> None:
+        """Each party proves its AND messages to the other two (``dzkp``), the three proofs in
+        the same rounds: per level its share of Q to A (the previous party) and the commitment
+        to it to B (the next), then both verifiers' coins; last, each verifier's closing to the
+        other, B's with the commitments it holds (the prover's to the AND messages ``commit_in``
+        from round 1 among them), which A compares with what it received."""
+        x = np.concatenate([r[0] for r in proved], axis=1)
+        y = np.concatenate([r[1] for r in proved], axis=1)
+        plan = proof_plan(x.shape[1])
+        weights = level_weights(plan, seed)
+        prover = Prover((x[0], y[0]), (y[1], x[1]), plan, weights, keys[0], keys[1])
+        salt_in = keys[2].words(4).tobytes()  # as A: the salt of the AND messages' commitment
+        as_a = Verifier(True, (x[1], y[1]), np.concatenate([r[2] for r in proved]), plan,
+                        weights, keys[2], keys[3])
+        as_b = Verifier(False, (y[0], x[0]), np.concatenate([r[3] for r in proved]), plan,
+                        weights, keys[4], keys[5])
+        del x, y, proved
+        for _ in range(len(plan.radices) + 2):
+            share, commit = prover.message()
+            from_next, from_prev = await self._ring_round(
+                [("and-proof", share)], [("and-proof-hash", commit)], "AND")
+            as_a.receive(from_next[0])
+            as_b.receive(from_prev[0])
+            from_next, from_prev = await self._ring_round(
+                [("and-coin", np.asarray([as_b.coin()], dtype=U64))],
+                [("and-coin", np.asarray([as_a.coin()], dtype=U64))], "AND")
+            prover.advance(int(from_prev[0][0]), int(from_next[0][0]))
+            as_a.advance()
+            as_b.advance()
+        from_next, from_prev = await self._ring_round(
+            [("and-close", as_a.closing())],
+            [("and-close", np.concatenate([as_b.closing(), commit_in.reshape(-1)]))], "AND")
+        as_b.check(from_next[0], self.party)
+        closing = from_prev[0]
+        as_a.check(closing[:-DIGEST_WORDS], self.party)
+        sent = commitment(salt_in, digest_words(self._got_and))
+        if not np.array_equal(closing[-DIGEST_WORDS:], sent):
+            raise CheatingDetected("AND", f"party {self.party}: party {self.next_party}'s AND "
+                                          "messages do not match their commitment")
+        self._sent_and, self._got_and = RunningHash(b"and"), RunningHash(b"and")
 
     def _triple_terms(self, ands: list[And]) -> Triples | None:
         """The AND check's random triples: a, b (slot, pool, P) and c with this party's
