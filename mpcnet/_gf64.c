@@ -223,10 +223,15 @@ static PyObject *py_fold(PyObject *self, PyObject *args) {
                 uint64_t col[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 for (Py_ssize_t l = first; l < last; l++) col[l - first] = pw[l * n + k];
                 uint64_t *row = po + 64 * k;
-                for (int b = 0; b < 64; b++) {
-                    unsigned y = 0;
-                    for (int i = 0; i < 8; i++) y |= (unsigned)((col[i] >> b) & 1) << i;
-                    row[b] ^= table[y];
+                for (int j = 0; j < 8; j++) {
+                    /* byte i of x: byte j of word i; transposed, byte b of x holds bit b of
+                     * those bytes, one bit per word (an 8 x 8 bit transpose) */
+                    uint64_t x = 0, t;
+                    for (int i = 0; i < 8; i++) x |= ((col[i] >> (8 * j)) & 0xff) << (8 * i);
+                    t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL; x ^= t ^ (t << 7);
+                    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL; x ^= t ^ (t << 14);
+                    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL; x ^= t ^ (t << 28);
+                    for (int b = 0; b < 8; b++) row[8 * j + b] ^= table[(x >> (8 * b)) & 0xff];
                 }
             }
         }
