@@ -242,12 +242,99 @@ static PyObject *py_fold(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* combine(coefficients, rows, out): rows (L, n), out (n): out[i] = sum_l c_l rows[l][i] */
+static PyObject *py_combine(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *oc, *orows, *oo;
+    if (!PyArg_ParseTuple(args, "OOO", &oc, &orows, &oo)) return NULL;
+    Py_buffer c, r, o;
+    if (get(oc, &c, 0) < 0) return NULL;
+    if (get(orows, &r, 0) < 0) { PyBuffer_Release(&c); return NULL; }
+    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&c); PyBuffer_Release(&r); return NULL; }
+    Py_ssize_t groups = WORDS(c), n = WORDS(o);
+    if (groups <= 0 || WORDS(r) != groups * n) {
+        PyErr_SetString(PyExc_ValueError, "gf64.combine: shapes");
+    } else {
+        const uint64_t *pc = DATA(c), *pr = DATA(r);
+        uint64_t *po = DATA(o);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            u128 acc = 0;
+            for (Py_ssize_t l = 0; l < groups; l++) acc ^= clmul(pc[l], pr[l * n + i]);
+            po[i] = reduce(acc);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&c); PyBuffer_Release(&r); PyBuffer_Release(&o);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* level(u, v, theta, lam, out): u, v (L, n), theta (n), lam (E, L), out (L + E): the values
+ * at the points 0..L+E-1 of sum_i theta_i U_i(X) V_i(X), U_i and V_i the polynomials through
+ * u[., i] and v[., i] at 0..L-1 (lam[e] their Lagrange coefficients at the point L + e) */
+#define MAX_GROUPS 64
+static PyObject *py_level(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *obj[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4]))
+        return NULL;
+    Py_buffer v[5];
+    for (int i = 0; i < 5; i++) {
+        if (get(obj[i], &v[i], i == 4) < 0) {
+            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = WORDS(v[2]), out_len = WORDS(v[4]);
+    Py_ssize_t groups = n > 0 ? WORDS(v[0]) / n : 0, extra = out_len - groups;
+    if (n <= 0 || groups <= 0 || groups > MAX_GROUPS || extra < 0 ||
+        WORDS(v[0]) != groups * n || WORDS(v[1]) != groups * n ||
+        WORDS(v[3]) != extra * groups) {
+        PyErr_SetString(PyExc_ValueError, "gf64.level: shapes");
+    } else {
+        const uint64_t *pu = DATA(v[0]), *pv = DATA(v[1]), *pt = DATA(v[2]), *pl = DATA(v[3]);
+        uint64_t *po = DATA(v[4]);
+        u128 *acc = (u128 *)PyMem_RawCalloc((size_t)out_len, sizeof(u128));
+        if (acc == NULL) {
+            PyErr_NoMemory();
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            uint64_t wu[MAX_GROUPS], vv[MAX_GROUPS];
+            for (Py_ssize_t i = 0; i < n; i++) {
+                for (Py_ssize_t l = 0; l < groups; l++) {
+                    wu[l] = reduce(clmul(pt[i], pu[l * n + i]));
+                    vv[l] = pv[l * n + i];
+                    acc[l] ^= clmul(wu[l], vv[l]);
+                }
+                for (Py_ssize_t e = 0; e < extra; e++) {
+                    const uint64_t *lam = pl + e * groups;
+                    u128 a = 0, b = 0;
+                    for (Py_ssize_t l = 0; l < groups; l++) {
+                        a ^= clmul(lam[l], wu[l]);
+                        b ^= clmul(lam[l], vv[l]);
+                    }
+                    acc[groups + e] ^= clmul(reduce(a), reduce(b));
+                }
+            }
+            for (Py_ssize_t j = 0; j < out_len; j++) po[j] = reduce(acc[j]);
+            Py_END_ALLOW_THREADS
+            PyMem_RawFree(acc);
+        }
+    }
+    for (int i = 0; i < 5; i++) PyBuffer_Release(&v[i]);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"mul", py_mul, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
     {"dot", py_dot, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
     {"weigh", py_weigh, METH_VARARGS, "the sum of eps[k] M(words[k])"},
     {"cross", py_cross, METH_VARARGS, "the prover's cross sums of the first compression"},
     {"fold", py_fold, METH_VARARGS, "the verifiers' first compression of bit words"},
+    {"combine", py_combine, METH_VARARGS, "sum_l c_l rows[l]"},
+    {"level", py_level, METH_VARARGS, "the prover's polynomial of one level"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -91,10 +91,21 @@ def dot(a: np.ndarray, b: np.ndarray) -> int:
 
 def combine(coefficients: Sequence[int], rows: np.ndarray) -> np.ndarray:
     """sum_l c_l rows[l] (rows (L, n))."""
-    out = np.zeros(rows.shape[1:], dtype=U64)
-    for c, row in zip(coefficients, rows, strict=True):
-        if c:
-            out ^= mul(c, row)
+    out = np.empty(rows.shape[1:], dtype=U64)
+    _gf64.combine(np.asarray(coefficients, dtype=U64), np.ascontiguousarray(rows, dtype=U64),
+                  out.reshape(-1))
+    return out
+
+
+def level_values(u: np.ndarray, v: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The values at 0..2L-2 of Q(X) = sum_i theta_i U_i(X) V_i(X), with U_i, V_i of degree
+    L-1 through u[:, i] and v[:, i] (u, v (L, n)) at the points 0..L-1."""
+    groups = u.shape[0]
+    lam = np.asarray([lagrange(groups, groups + e) for e in range(groups - 1)],
+                     dtype=U64).reshape(-1)
+    out = np.empty(2 * groups - 1, dtype=U64)
+    _gf64.level(np.ascontiguousarray(u, dtype=U64), np.ascontiguousarray(v, dtype=U64),
+                np.ascontiguousarray(theta, dtype=U64), lam, out)
     return out
 
 

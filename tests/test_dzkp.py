@@ -17,6 +17,7 @@ from mpcnet.schemes.dzkp import (
     FIRST_GROUPS,
     Prover,
     Verifier,
+    grouped,
     level_weights,
     proof_plan,
 )
@@ -92,13 +93,17 @@ def _prove(ands: _Ands, i: int, seed: bytes = b"coin", cheat: _Repair | None = N
     plan = proof_plan(ands.x[0].shape[1])
     weights = level_weights(plan, seed)
     k = _prfs(i)
-    prover = Prover((ands.x[i][0], ands.y[i][0]), (ands.y[i][1], ands.x[i][1]), plan, weights,
-                    k["pa"], k["pb"])
+
+    def g(words: np.ndarray) -> np.ndarray:
+        return grouped([words], plan)
+
+    prover = Prover((g(ands.x[i][0]), g(ands.y[i][0])), (g(ands.y[i][1]), g(ands.x[i][1])),
+                    plan, weights, k["pa"], k["pb"])
     a_x, a_y = ands.x[prev][1], ands.y[prev][1]  # A's copies of x_i, y_i
-    a = Verifier(True, (a_x, a_y), a_x & a_y ^ ands.sent[i] ^ ands.f[prev], plan, weights,
-                 k["ap"], k["ac"])
-    b = Verifier(False, (ands.y[nxt][0], ands.x[nxt][0]), ands.f[i], plan, weights, k["bp"],
-                 k["bc"])
+    a = Verifier(True, (g(a_x), g(a_y)), g(a_x & a_y ^ ands.sent[i] ^ ands.f[prev]), plan,
+                 weights, k["ap"], k["ac"])
+    b = Verifier(False, (g(ands.y[nxt][0]), g(ands.x[nxt][0])), g(ands.f[i]), plan, weights,
+                 k["bp"], k["bc"])
     for level in range(len(plan.radices) + 2):
         final = prover.final
         peeked = int(k["peek"].words(1)[0])
@@ -128,6 +133,7 @@ def test_the_plan_folds_every_word() -> None:
         plan = proof_plan(n)
         assert FIRST_GROUPS * plan.columns >= n
         assert int(np.prod(plan.radices)) == 64 * plan.columns
+        assert plan.radices[:2] == (8, 8)
         assert max(plan.radices) <= 8
         assert plan.columns < 1.2 * max(1, -(-n // FIRST_GROUPS)) + 8
 

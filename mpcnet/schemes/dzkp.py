@@ -75,7 +75,8 @@ from mpcnet.schemes.commitment import commitment
 U64 = np.uint64
 FIRST_GROUPS = 16  # groups of words the first level folds into one field element per bit
 RADIX = 8  # the most a field level folds
-BIT_RADICES = (8, 8)  # the last two levels fold the 64 bits of a word
+BIT_RADICES = (8, 8)  # the first two field levels fold the 64 bits of a word
+CHUNK = 4096  # columns per pass over the bits of the first field level
 FINAL_POINTS = 3  # the masking level's polynomials: (random, u_0, u_1)
 Factors = tuple[np.ndarray, np.ndarray]  # (p0, p1) or (q0, q1): flat uint64 words
 
@@ -116,8 +117,8 @@ def _radices(n: int) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class Plan:
     """The levels of a proof of ``words`` AND words: the first folds ``FIRST_GROUPS`` groups
-    of ``columns`` words (zero-padded), the field levels fold by ``radices`` (the words'
-    digits, then the bits'), then the masking level."""
+    of ``columns`` words (zero-padded), the field levels fold by ``radices`` (the bits'
+    digits, then the columns'), then the masking level."""
 
     words: int
     columns: int
@@ -135,7 +136,7 @@ class Plan:
 
 def proof_plan(words: int) -> Plan:
     columns = _smooth_at_least(max(1, -(-words // FIRST_GROUPS)))
-    return Plan(words, columns, _radices(columns) + BIT_RADICES)
+    return Plan(words, columns, BIT_RADICES + _radices(columns))
 
 
 def level_weights(plan: Plan, seed: bytes) -> list[list[int]]:
@@ -150,17 +151,15 @@ def level_weights(plan: Plan, seed: bytes) -> list[list[int]]:
     return out
 
 
-def _grouped(words: np.ndarray, plan: Plan) -> np.ndarray:
-    """Flat words zero-padded to (FIRST_GROUPS, columns)."""
+def grouped(pieces: Sequence[np.ndarray], plan: Plan) -> np.ndarray:
+    """The words of ``pieces`` in order, zero-padded to (FIRST_GROUPS, columns): the first
+    level's layout (zero words satisfy every constraint)."""
     out = np.zeros(FIRST_GROUPS * plan.columns, dtype=U64)
-    out[:words.size] = words
+    at = 0
+    for piece in pieces:
+        out[at:at + piece.size] = piece.reshape(-1)
+        at += piece.size
     return out.reshape(FIRST_GROUPS, plan.columns)
-
-
-def _evaluations(count: int, values: np.ndarray, extra: int) -> list[np.ndarray]:
-    """Rows of the polynomials through ``values`` (count, n) at 0..count-1, evaluated at
-    count..count+extra-1 (one row per point)."""
-    return [gf64.combine(gf64.lagrange(count, count + j), values) for j in range(extra)]
 
 
 def _interpolate(values: np.ndarray, r: int) -> int:
@@ -177,35 +176,56 @@ def _final_coin(r: int) -> int:
 
 
 class _Levels:
-    """What prover and verifiers share: the plan, the weights and the level reached."""
+    """What prover and verifiers share: the plan, the weights, the level reached, and the
+    first field level, streamed from the bits (never held whole: it is 4 words a word).
+
+    After the first level, bit b = 8 b_hi + b_lo of column k is entry (b_hi, b_lo, k); the
+    field levels fold b_hi, then b_lo, then the columns' digits, and entry (b, k) weighs
+    gamma_b epsilon_k (``gf64.cross`` and ``gf64.weigh`` take that form)."""
 
     def __init__(self, plan: Plan, weights: list[list[int]]) -> None:
         self.plan, self.weights, self.level = plan, weights, 0
-        self._gamma = gf64.byte_tables(gf64.tensor(weights[-len(BIT_RADICES):]).tolist())
+        bits = 1 + len(BIT_RADICES)
+        self._eps = gf64.tensor(weights[bits:])
+        self._gamma = gf64.byte_tables(gf64.tensor(weights[1:bits]).tolist())
+        self._lam1: list[int] = []
 
     @property
     def final(self) -> bool:
         return self.level == len(self.plan.radices) + 1
 
-    def rest(self, first: int) -> np.ndarray:
-        """theta' over the entries below level ``first``: the tensor of the later weights."""
-        return gf64.tensor(self.weights[first:])
+    def _rows(self, words: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """Columns start..stop-1 of the first field level, (b_hi, (b_lo, k))."""
+        folded = gf64.fold_bits(words[:, start:stop], self._lam1)  # (k, b)
+        return folded.reshape(stop - start, 8, 8).transpose(1, 2, 0).reshape(8, -1)
 
-    def column_weights(self) -> tuple[np.ndarray, np.ndarray]:
-        """epsilon over the first level's columns and the bit tables of gamma: the weight of
-        bit b of column k below the first level is epsilon_k gamma_b."""
-        return gf64.tensor(self.weights[1:-len(BIT_RADICES)]), self._gamma
+    def _chunks(self) -> list[tuple[int, int]]:
+        cols = self.plan.columns
+        return [(a, min(cols, a + CHUNK)) for a in range(0, cols, CHUNK)]
+
+    def _fold_first(self, words: np.ndarray, r: int) -> np.ndarray:
+        """The first field level folded at r: (b_lo, k), flat."""
+        lam = gf64.lagrange(8, r)
+        out = np.empty((8, self.plan.columns), dtype=U64)
+        for a, b in self._chunks():
+            out[:, a:b] = gf64.combine(lam, self._rows(words, a, b)).reshape(8, b - a)
+        return out.reshape(-1)
+
+    def _fold(self, vectors: list[np.ndarray], r: int) -> list[np.ndarray]:
+        radix = self.plan.radices[self.level - 1]
+        lam = gf64.lagrange(radix, r)
+        return [gf64.combine(lam, v.reshape(radix, -1)) for v in vectors]
 
 
 class Prover(_Levels):
-    """Party i's proof of its AND messages: p = (x_i, y_i), q = (y_{i+1}, x_{i+1}), flat words;
-    ``with_a``, ``with_b`` the keys it shares with A (party i-1) and B (party i+1)."""
+    """Party i's proof of its AND messages: p = (x_i, y_i), q = (y_{i+1}, x_{i+1}) as
+    ``grouped`` words; ``with_a``, ``with_b`` the keys it shares with A (party i-1) and B
+    (party i+1)."""
 
     def __init__(self, p: Factors, q: Factors, plan: Plan, weights: list[list[int]],
                  with_a: PRF, with_b: PRF) -> None:
         super().__init__(plan, weights)
-        self._p = tuple(_grouped(w, plan) for w in p)
-        self._q = tuple(_grouped(w, plan) for w in q)
+        self._p, self._q = p, q
         self._u: list[np.ndarray] = []
         self._v: list[np.ndarray] = []
         self._a, self._b = with_a, with_b
@@ -227,79 +247,62 @@ class Prover(_Levels):
     def polynomial(self) -> np.ndarray:
         """This level's Q at the points 0..2L-2 (the masking level draws rho and sigma)."""
         if self.level == 0:
-            eps, gamma = self.column_weights()
-            s = gf64.cross(self._p, self._q, eps, gamma)  # type: ignore[arg-type]
+            s = gf64.cross(self._p, self._q, self._eps, self._gamma)
             rows = [int(s[j, j]) for j in range(FIRST_GROUPS)]
-            for lam in (gf64.lagrange(FIRST_GROUPS, FIRST_GROUPS + j)
-                        for j in range(FIRST_GROUPS - 1)):
+            for j in range(FIRST_GROUPS - 1):
+                lam = gf64.lagrange(FIRST_GROUPS, FIRST_GROUPS + j)
                 rows.append(gf64.dot(gf64.combine(lam, s), np.asarray(lam, dtype=U64)))
             return np.asarray(rows, dtype=U64)
         if self.final:
             self._rho, self._sigma = int(self._a.words(1)[0]), int(self._b.words(1)[0])
-            u = np.asarray([self._rho, *(int(x[0]) for x in self._u)], dtype=U64)[:, None]
-            v = np.asarray([self._sigma, *(int(x[0]) for x in self._v)], dtype=U64)[:, None]
-            us = [u[j, 0] for j in range(FINAL_POINTS)] + [
-                e[0] for e in _evaluations(FINAL_POINTS, u, FINAL_POINTS - 1)]
-            vs = [v[j, 0] for j in range(FINAL_POINTS)] + [
-                e[0] for e in _evaluations(FINAL_POINTS, v, FINAL_POINTS - 1)]
-            return np.asarray([gf64.smul(int(a), int(b)) for a, b in zip(us, vs, strict=True)],
-                              dtype=U64)
+            through_u = np.asarray([self._rho, *(int(x[0]) for x in self._u)], dtype=U64)
+            through_v = np.asarray([self._sigma, *(int(x[0]) for x in self._v)], dtype=U64)
+            us = [_interpolate(through_u, j) for j in range(2 * FINAL_POINTS - 1)]
+            vs = [_interpolate(through_v, j) for j in range(2 * FINAL_POINTS - 1)]
+            return np.asarray([gf64.smul(a, b) for a, b in zip(us, vs, strict=True)], dtype=U64)
+        out = np.zeros(2 * self.plan.radices[self.level - 1] - 1, dtype=U64)
+        if self.level == 1:  # streamed from the bits, a chunk of columns at a time
+            for a, b in self._chunks():
+                theta = gf64.tensor([self.weights[2], self._eps[a:b].tolist()])
+                for p, q in zip(self._p, self._q, strict=True):
+                    out ^= gf64.level_values(self._rows(p, a, b), self._rows(q, a, b), theta)
+            return out
         radix = self.plan.radices[self.level - 1]
-        theta = self.rest(self.level + 1)
-        weighted = [gf64.mul(u.reshape(radix, -1), np.tile(theta, radix)).reshape(radix, -1)
-                    for u in self._u]
-        vs = [v.reshape(radix, -1) for v in self._v]
-        out = [sum_dot(weighted, vs, j) for j in range(radix)]
-        extra_w = [_evaluations(radix, w, radix - 1) for w in weighted]
-        extra_v = [_evaluations(radix, v, radix - 1) for v in vs]
-        for j in range(radix - 1):
-            acc = 0
-            for t in range(2):
-                acc ^= gf64.dot(extra_w[t][j], extra_v[t][j])
-            out.append(acc)
-        return np.asarray(out, dtype=U64)
+        theta = gf64.tensor(self.weights[self.level + 1:])
+        for u, v in zip(self._u, self._v, strict=True):
+            out ^= gf64.level_values(u.reshape(radix, -1), v.reshape(radix, -1), theta)
+        return out
 
     def advance(self, from_a: int, from_b: int) -> None:
         """The level's coin, from both verifiers (they must agree): fold u and v at it."""
         if from_a != from_b:
             raise CheatingDetected("AND", "the two verifiers of a proof sent different coins")
         if self.level == 0:
-            lam = gf64.lagrange(FIRST_GROUPS, from_a)
-            self._u = [gf64.fold_bits(w, lam).reshape(-1) for w in self._p]
-            self._v = [gf64.fold_bits(w, lam).reshape(-1) for w in self._q]
+            self._lam1 = gf64.lagrange(FIRST_GROUPS, from_a)
+        elif self.level == 1:
+            self._u = [self._fold_first(w, from_a) for w in self._p]
+            self._v = [self._fold_first(w, from_a) for w in self._q]
+            self._p = self._q = ()  # type: ignore[assignment]
         elif not self.final:
-            radix = self.plan.radices[self.level - 1]
-            lam = gf64.lagrange(radix, from_a)
-            self._u = [gf64.combine(lam, u.reshape(radix, -1)) for u in self._u]
-            self._v = [gf64.combine(lam, v.reshape(radix, -1)) for v in self._v]
+            self._u, self._v = self._fold(self._u, from_a), self._fold(self._v, from_a)
         self.level += 1
-
-
-def sum_dot(a: Sequence[np.ndarray], b: Sequence[np.ndarray], row: int) -> int:
-    """sum_t a_t[row] . b_t[row]."""
-    out = 0
-    for x, y in zip(a, b, strict=True):
-        out ^= gf64.dot(x[row], y[row])
-    return out
 
 
 class Verifier(_Levels):
     """A (``first`` True: holds p and e_A, receives the prover's shares) or B (holds q and
-    e_B, its shares from the key with the prover) in one party's proof; ``coins`` the key of
-    A and B."""
+    e_B, its shares from the key with the prover) in one party's proof, all ``grouped``;
+    ``coins`` the key of A and B."""
 
     def __init__(self, first: bool, factors: Factors, e: np.ndarray, plan: Plan,
                  weights: list[list[int]], with_prover: PRF, coins: PRF) -> None:
         super().__init__(plan, weights)
         self.first = first
-        self._factors = tuple(_grouped(w, plan) for w in factors)
+        self._factors = factors
         self._vec: list[np.ndarray] = []
         self._prover, self._coins = with_prover, coins
-        eps, gamma = self.column_weights()
-        grouped = _grouped(e, plan)
         self._c = 0
-        for delta, row in zip(weights[0], grouped, strict=True):
-            self._c ^= gf64.smul(delta, gf64.weigh(row, eps, gamma))
+        for delta, row in zip(weights[0], e, strict=True):
+            self._c ^= gf64.smul(delta, gf64.weigh(row, self._eps, self._gamma))
         self._d: list[int] = []
         self._shares: list[np.ndarray] = []
         self._commitments: list[np.ndarray] = []
@@ -324,8 +327,8 @@ class Verifier(_Levels):
             d = int(share[1]) ^ int(share[2])
         else:
             d = 0
-            for delta, value in zip(self.weights[self.level], share[:len(self.weights[self.level])]
-                                    .tolist(), strict=True):
+            weights = self.weights[self.level]
+            for delta, value in zip(weights, share[:len(weights)].tolist(), strict=True):
                 d ^= gf64.smul(delta, value)
         self._d.append(d ^ self._c)
 
@@ -345,12 +348,12 @@ class Verifier(_Levels):
         """Fold this verifier's vectors and its share of c at the level's coin."""
         r, share = self._r, self._shares[-1]
         if self.level == 0:
-            lam = gf64.lagrange(FIRST_GROUPS, r)
-            self._vec = [gf64.fold_bits(w, lam).reshape(-1) for w in self._factors]
+            self._lam1 = gf64.lagrange(FIRST_GROUPS, r)
+        elif self.level == 1:
+            self._vec = [self._fold_first(w, r) for w in self._factors]
+            self._factors = ()  # type: ignore[assignment]
         elif not self.final:
-            radix = self.plan.radices[self.level - 1]
-            lam = gf64.lagrange(radix, r)
-            self._vec = [gf64.combine(lam, v.reshape(radix, -1)) for v in self._vec]
+            self._vec = self._fold(self._vec, r)
         if self.final:
             points = np.asarray([self._mask, *(int(v[0]) for v in self._vec)], dtype=U64)
             self._opened = _interpolate(points, r)

@@ -60,7 +60,7 @@ from mpcnet.ring import to_ring
 from mpcnet.schemes.and_check import SIGMA, And, Triples, and_openings, and_words, check_plan
 from mpcnet.schemes.base import Public, Shared, broadcast_data
 from mpcnet.schemes.commitment import check_commitment, coin_seed, commitment
-from mpcnet.schemes.dzkp import Prover, Verifier, level_weights, proof_plan
+from mpcnet.schemes.dzkp import Prover, Verifier, grouped, level_weights, proof_plan
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.freivalds import freivalds_vector, residual
 from mpcnet.schemes.keys import pairwise_prfs
@@ -547,17 +547,19 @@ class Spdz3(Rep3Wide):
         to it to B (the next), then both verifiers' coins; last, each verifier's closing to the
         other, B's with the commitments it holds (the prover's to the AND messages ``commit_in``
         from round 1 among them), which A compares with what it received."""
-        x = np.concatenate([r[0] for r in proved], axis=1)
-        y = np.concatenate([r[1] for r in proved], axis=1)
-        plan = proof_plan(x.shape[1])
+        plan = proof_plan(sum(r[2].size for r in proved))
         weights = level_weights(plan, seed)
-        prover = Prover((x[0], y[0]), (y[1], x[1]), plan, weights, keys[0], keys[1])
+        # x_i, x_{i+1}, y_i, y_{i+1}, e_A, e_B in the proof's layout, each held once for the
+        # three roles
+        x0, x1, y0, y1 = (grouped([r[j][slot] for r in proved], plan)
+                          for j, slot in ((0, 0), (0, 1), (1, 0), (1, 1)))
+        e_a, e_b = (grouped([r[j] for r in proved], plan) for j in (2, 3))
+        del proved[:]  # the records go: the layout above is all the proofs read
+        prover = Prover((x0, y0), (y1, x1), plan, weights, keys[0], keys[1])
         salt_in = keys[2].words(4).tobytes()  # as A: the salt of the AND messages' commitment
-        as_a = Verifier(True, (x[1], y[1]), np.concatenate([r[2] for r in proved]), plan,
-                        weights, keys[2], keys[3])
-        as_b = Verifier(False, (y[0], x[0]), np.concatenate([r[3] for r in proved]), plan,
-                        weights, keys[4], keys[5])
-        del x, y, proved
+        as_a = Verifier(True, (x1, y1), e_a, plan, weights, keys[2], keys[3])
+        as_b = Verifier(False, (y0, x0), e_b, plan, weights, keys[4], keys[5])
+        del x0, x1, y0, y1, e_a, e_b
         for _ in range(len(plan.radices) + 2):
             share, commit = prover.message()
             from_next, from_prev = await self._ring_round(
