@@ -242,7 +242,8 @@ class Prover(_Levels):
     def commit(self, a_share: np.ndarray) -> np.ndarray:
         """The commitment to A's share, salted by the key with A (B, which relays it, lacks
         that key, and A's share with its own would tell it Q)."""
-        return commitment(self._a.words(4).tobytes(), a_share)
+        self.salt = self._a.words(4).tobytes()
+        return np.array(commitment(self.salt, a_share))  # a message: writable, as every one
 
     def polynomial(self) -> np.ndarray:
         """This level's Q at the points 0..2L-2 (the masking level draws rho and sigma)."""

@@ -562,6 +562,7 @@ class Spdz3(Rep3Wide):
         del x0, x1, y0, y1, e_a, e_b
         for _ in range(len(plan.radices) + 2):
             share, commit = prover.message()
+            self._observe("and-proof-salt", prover.salt)
             from_next, from_prev = await self._ring_round(
                 [("and-proof", share)], [("and-proof-hash", commit)], "AND")
             as_a.receive(from_next[0])
