@@ -89,6 +89,14 @@ static PyObject *py_mul(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* smul(a, b): a b for two scalars */
+static PyObject *py_smul(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long a, b;
+    if (!PyArg_ParseTuple(args, "KK", &a, &b)) return NULL;
+    return PyLong_FromUnsignedLongLong(reduce(clmul((uint64_t)a, (uint64_t)b)));
+}
+
 /* dot(a, b): the sum of a[i] b[i] */
 static PyObject *py_dot(PyObject *self, PyObject *args) {
     (void)self;
@@ -195,7 +203,7 @@ static PyObject *py_cross(PyObject *self, PyObject *args) {
 }
 
 /* fold(words, groups, tables, out): words (groups, K), tables (ceil(groups / 8), 256), out
- * (K, 64): out[k][b] = XOR over c of tables[c][the byte of bits b of words[8c..8c+7][k]],
+ * (64, K): out[b][k] = XOR over c of tables[c][the byte of bits b of words[8c..8c+7][k]],
  * i.e. sum over l of lambda_l times bit b of words[l][k] when tables[c][y] is the sum of
  * lambda_{8c+i} over the set bits i of y: the verifiers' first compression */
 static PyObject *py_fold(PyObject *self, PyObject *args) {
@@ -222,7 +230,7 @@ static PyObject *py_fold(PyObject *self, PyObject *args) {
             for (Py_ssize_t k = 0; k < n; k++) {
                 uint64_t col[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 for (Py_ssize_t l = first; l < last; l++) col[l - first] = pw[l * n + k];
-                uint64_t *row = po + 64 * k;
+                uint64_t *column = po + k;
                 for (int j = 0; j < 8; j++) {
                     /* byte i of x: byte j of word i; transposed, byte b of x holds bit b of
                      * those bytes, one bit per word (an 8 x 8 bit transpose) */
@@ -231,7 +239,8 @@ static PyObject *py_fold(PyObject *self, PyObject *args) {
                     t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL; x ^= t ^ (t << 7);
                     t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL; x ^= t ^ (t << 14);
                     t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL; x ^= t ^ (t << 28);
-                    for (int b = 0; b < 8; b++) row[8 * j + b] ^= table[(x >> (8 * b)) & 0xff];
+                    for (int b = 0; b < 8; b++)
+                        column[(8 * j + b) * n] ^= table[(x >> (8 * b)) & 0xff];
                 }
             }
         }
@@ -328,6 +337,7 @@ static PyObject *py_level(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+    {"smul", py_smul, METH_VARARGS, "a b for two scalars"},
     {"mul", py_mul, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
     {"dot", py_dot, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
     {"weigh", py_weigh, METH_VARARGS, "the sum of eps[k] M(words[k])"},

@@ -17,20 +17,11 @@ import numpy as np
 from mpcnet import _gf64  # type: ignore[attr-defined]
 
 U64 = np.uint64
-_MODULUS = (1 << 64) | 0b11011  # x^64 + x^4 + x^3 + x + 1
 
 
 def smul(a: int, b: int) -> int:
-    """a b for two scalars (a loop in Python: for the few scalars of a proof's plan)."""
-    out = 0
-    while b:
-        if b & 1:
-            out ^= a
-        b >>= 1
-        a <<= 1
-        if a >> 64:
-            a ^= _MODULUS
-    return out
+    """a b for two scalars."""
+    return int(_gf64.smul(a, b))
 
 
 def inverse(a: int) -> int:
@@ -62,14 +53,15 @@ def _denominators(count: int) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=256)
 def lagrange(count: int, r: int) -> list[int]:
     """The Lagrange coefficients of the points 0..count-1 at r: p(r) = sum_l c_l p(l) for
-    every polynomial p of degree below ``count`` (do not modify the list: it is cached)."""
-    out = []
-    for point, inv in enumerate(_denominators(count)):
-        num = inv
-        for j in range(count):
-            if j != point:
-                num = smul(num, r ^ j)
-        out.append(num)
+    every polynomial p of degree below ``count`` (do not modify the list: it is cached).
+    prod_{j != l} (r - j) as the product of a prefix and a suffix: 3 count products."""
+    prefix = [1]
+    for j in range(count - 1):
+        prefix.append(smul(prefix[-1], r ^ j))
+    out, suffix = [0] * count, 1
+    for point in range(count - 1, -1, -1):
+        out[point] = smul(smul(prefix[point], suffix), _denominators(count)[point])
+        suffix = smul(suffix, r ^ point)
     return out
 
 
@@ -151,8 +143,8 @@ def cross(p: tuple[np.ndarray, np.ndarray], q: tuple[np.ndarray, np.ndarray],
 
 
 def fold_bits(words: np.ndarray, coefficients: Sequence[int]) -> np.ndarray:
-    """(K, 64): out[k, b] = sum_l coefficients_l bit b of words[l, k] (words (L, K))."""
+    """(64, K): out[b, k] = sum_l coefficients_l bit b of words[l, k] (words (L, K))."""
     groups, count = words.shape
-    out = np.empty((count, 64), dtype=U64)
+    out = np.empty((64, count), dtype=U64)
     _gf64.fold(np.ascontiguousarray(words, dtype=U64), groups, byte_tables(coefficients), out)
     return out

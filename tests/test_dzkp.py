@@ -134,8 +134,8 @@ def test_the_plan_folds_every_word() -> None:
         assert FIRST_GROUPS * plan.columns >= n
         assert int(np.prod(plan.radices)) == 64 * plan.columns
         assert plan.radices[:2] == (8, 8)
-        assert max(plan.radices) <= 8
-        assert plan.columns < 1.2 * max(1, -(-n // FIRST_GROUPS)) + 8
+        assert max(plan.radices) <= 64
+        assert plan.columns < 1.1 * max(1, -(-n // FIRST_GROUPS)) + 2
 
 
 @pytest.mark.parametrize("party", [0, 1, 2])

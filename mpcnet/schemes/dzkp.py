@@ -32,7 +32,8 @@ The proof, over GF(2^64) (``mpcnet.gf64``), bits lifted as 0 and 1:
    claim was false, the new one holds only if Q(r) = Q*(r) for the true Q* != Q: probability
    at most (2L-2) / 2^64. The first level folds 16 groups of words into one field element
    per bit (``gf64.fold_bits``), the prover's sums there by words (``gf64.cross``); the
-   field levels fold by at most ``RADIX``, the bits of each word last.
+   next two fold the 64 bits of each word by 8 each, the rest the columns, by up to
+   ``COLUMN_RADIX`` (a few levels, on vectors 1/16 as long as the words).
 3. Masking (zero knowledge). At length 1 the claim is u_0 v_0 + u_1 v_1 = c. The prover
    draws rho (known to A) and sigma (known to B) and sends, shared, P = U V for U of degree 2
    through (0: rho, 1: u_0, 2: u_1) and V through (sigma, v_0, v_1); d = P(1) + P(2) - c.
@@ -74,44 +75,24 @@ from mpcnet.schemes.commitment import commitment
 
 U64 = np.uint64
 FIRST_GROUPS = 16  # groups of words the first level folds into one field element per bit
-RADIX = 8  # the most a field level folds
+COLUMN_RADIX = 64  # the most a column level folds
 BIT_RADICES = (8, 8)  # the first two field levels fold the 64 bits of a word
 CHUNK = 4096  # columns per pass over the bits of the first field level
 FINAL_POINTS = 3  # the masking level's polynomials: (random, u_0, u_1)
 Factors = tuple[np.ndarray, np.ndarray]  # (p0, p1) or (q0, q1): flat uint64 words
 
 
-def _smooth_at_least(n: int) -> int:
-    """The least 2^a 3^b 5^c 7^d >= n (so the levels fold by factors of at most 8)."""
-    best = 1 << max(0, (n - 1).bit_length())
-    for f7 in (7 ** i for i in range(int(math.log(best, 7)) + 2)):
-        for f5 in (5 ** i for i in range(int(math.log(best, 5)) + 2)):
-            for f3 in (3 ** i for i in range(int(math.log(best, 3)) + 2)):
-                m = f7 * f5 * f3
-                if m > best:
-                    break
-                while m < n:
-                    m *= 2
-                best = min(best, m)
-    return best
-
-
-def _radices(n: int) -> tuple[int, ...]:
-    """Factors of the 7-smooth ``n``, packed first-fit decreasing into radices <= RADIX."""
-    primes = []
-    for p in (7, 5, 3, 2):
-        while n % p == 0:
-            primes.append(p)
-            n //= p
-    bins: list[int] = []
-    for p in primes:
-        for i, b in enumerate(bins):
-            if b * p <= RADIX:
-                bins[i] = b * p
-                break
-        else:
-            bins.append(p)
-    return tuple(sorted(bins, reverse=True))
+def _column_radices(columns: int) -> tuple[int, ...]:
+    """Radices of at most COLUMN_RADIX whose product is the least such at or above
+    ``columns``, as few as can be (the column levels are small: a larger radix costs little
+    and saves two rounds a level)."""
+    levels = max(1, math.ceil(math.log(columns) / math.log(COLUMN_RADIX) - 1e-9))
+    out, left = [], columns
+    for i in range(levels, 0, -1):
+        radix = min(COLUMN_RADIX, max(2, math.ceil(left ** (1 / i) - 1e-9)))
+        out.append(radix)
+        left = -(-left // radix)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -135,8 +116,8 @@ class Plan:
 
 
 def proof_plan(words: int) -> Plan:
-    columns = _smooth_at_least(max(1, -(-words // FIRST_GROUPS)))
-    return Plan(words, columns, BIT_RADICES + _radices(columns))
+    radices = _column_radices(max(1, -(-words // FIRST_GROUPS)))
+    return Plan(words, math.prod(radices), BIT_RADICES + radices)
 
 
 def level_weights(plan: Plan, seed: bytes) -> list[list[int]]:
@@ -196,8 +177,7 @@ class _Levels:
 
     def _rows(self, words: np.ndarray, start: int, stop: int) -> np.ndarray:
         """Columns start..stop-1 of the first field level, (b_hi, (b_lo, k))."""
-        folded = gf64.fold_bits(words[:, start:stop], self._lam1)  # (k, b)
-        return folded.reshape(stop - start, 8, 8).transpose(1, 2, 0).reshape(8, -1)
+        return gf64.fold_bits(words[:, start:stop], self._lam1).reshape(8, -1)  # (b, k)
 
     def _chunks(self) -> list[tuple[int, int]]:
         cols = self.plan.columns
