@@ -471,13 +471,6 @@ class AndCompensation(Adaptive):
             self.fired += 1
 
 
-@pytest.fixture
-def triples(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ANDs checked by triples with cut-and-choose (``and_check``), not by proofs."""
-    monkeypatch.setattr(Spdz3, "proves_ands", False)
-
-
-@pytest.mark.usefixtures("triples")
 @pytest.mark.parametrize("secret", sorted(SECRETS))
 @pytest.mark.parametrize("channel", ("and-claim", "check-open"))
 def test_a_compensated_and_error_aborts_whatever_the_secret(secret: str, channel: str) -> None:
@@ -525,7 +518,6 @@ class OpeningLiar(Adaptive):
             self.heard_after.append((kind, peer))
 
 
-@pytest.mark.usefixtures("triples")
 @pytest.mark.parametrize("secret", ("selected", "rank"))
 def test_a_cheater_that_lies_in_an_and_check_opening_hears_no_digest(secret: str) -> None:
     s = SECRETS[secret]
@@ -598,8 +590,9 @@ class AndProofRepair(Adaptive):
 
 
 @pytest.mark.parametrize("secret", sorted(SECRETS))
-def test_a_repaired_and_proof_aborts_at_its_last_product_whatever_the_secret(secret: str
-                                                                             ) -> None:
+def test_a_repaired_and_proof_aborts_at_its_last_product_whatever_the_secret(
+        secret: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Spdz3, "proves_ands", True)
     s = SECRETS[secret]
     for cheater in range(3):
         for data in (s.h0, s.h1):
