@@ -2,7 +2,8 @@
 over real rep3 shares and PRF keys; honest proofs pass, every single-bit error in any party's
 AND message is caught, an adaptive prover that repairs each level's sum after seeing every
 coin so far is caught at the last product, and the same prover passes when it may see a
-level's coin before its message (so the coins' order is what the soundness rests on)."""
+level's coin before its message, as one that knows the weights before its AND messages passes
+a wrong AND (so the coins' order is what the soundness rests on)."""
 
 from __future__ import annotations
 
@@ -169,3 +170,45 @@ def test_the_same_prover_passes_if_it_sees_each_coin_before_its_message(party: i
     _prove(ands, party, cheat=_Repair(early=True))
     x, y = (s[0][0] ^ s[1][0] ^ s[2][0] for s in (ands.x, ands.y))
     assert (ands.value() != x & y).any()  # the AND is wrong, and it passed
+
+
+def _cancelling_bits(weights: list[int]) -> list[int]:
+    """Indices of a non-empty set of ``weights`` summing to zero (more than 64 of them are
+    dependent over GF(2)): Gaussian elimination on the words as bit vectors."""
+    basis: dict[int, tuple[int, int]] = {}  # leading bit -> (vector, set of indices as mask)
+    for i, w in enumerate(weights):
+        vec, used = w, 1 << i
+        while vec:
+            top = vec.bit_length() - 1
+            if top not in basis:
+                basis[top] = (vec, used)
+                break
+            vec ^= basis[top][0]
+            used ^= basis[top][1]
+        else:
+            return [j for j in range(len(weights)) if used >> j & 1]
+    raise AssertionError("no dependency")
+
+
+def test_a_prover_that_knows_the_weights_first_passes_a_wrong_and() -> None:
+    """Why the weights come from a coin drawn after the AND messages are fixed (in spdz3 the
+    prover's commitment to them comes first): knowing the weights, a prover flips a set of
+    bits whose weights cancel, and its honest proof of the rest passes; with other weights
+    the same flips are caught."""
+    n, party = 2, 1
+    ands = _Ands(n, seed=11)
+    plan = proof_plan(n)
+    weights = level_weights(plan, b"coin")
+    eps = gf64.tensor(weights[3:])
+    gamma = gf64.tensor(weights[1:3])
+    theta = [gf64.smul(weights[0][w // plan.columns],
+                       gf64.smul(int(eps[w % plan.columns]), int(gamma[b])))
+             for w in range(n) for b in range(64)]
+    flips = _cancelling_bits(theta)
+    for j in flips:
+        ands.sent[party][j // 64] ^= U64(1) << U64(j % 64)
+    _prove(ands, party, seed=b"coin")  # passes: the claim did not change
+    x, y = (s[0][0] ^ s[1][0] ^ s[2][0] for s in (ands.x, ands.y))
+    assert (ands.value() != x & y).any()
+    with pytest.raises(CheatingDetected):
+        _prove(ands, party, seed=b"another coin")
