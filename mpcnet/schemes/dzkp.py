@@ -109,11 +109,6 @@ class Plan:
     def weight_sizes(self) -> tuple[int, ...]:
         return (FIRST_GROUPS, *self.radices)
 
-    @property
-    def rounds(self) -> int:
-        """Proof rounds: a message and a coin per level, and the verifiers' closing one."""
-        return 2 * (len(self.radices) + 2) + 1
-
 
 def proof_plan(words: int) -> Plan:
     radices = _column_radices(max(1, -(-words // FIRST_GROUPS)))
@@ -351,10 +346,6 @@ class Verifier(_Levels):
         if not self.first:
             out = np.concatenate([out, *self._commitments])
         return out
-
-    def closing_size(self) -> int:
-        levels = len(self.plan.radices) + 2
-        return 2 + levels + (0 if self.first else 4 * levels)
 
     def check(self, theirs: np.ndarray, party: int) -> None:
         """Accept the proof or raise: commitments (A), every d zero, U(r) V(r) = P(r)."""

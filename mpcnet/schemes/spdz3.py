@@ -4,7 +4,8 @@ Security with abort against one malicious server of three. [DEK20] Dalskov, Escu
 "Secure Evaluation of Quantized Neural Networks", PoPETs 2020 (SPDZ-wise replicated 3PC over
 Z_2^(k+s)); [SPDZ2k] Cramer, Damgard, Escudero, Scholl, Xing, CRYPTO 2018. ``Spdz3`` composes
 the sharing and its operations (on ``rep3_wide``) with the checks, each a module of its own:
-``mac_check`` (the MAC check and its folding), ``and_check`` (the AND check and its plan),
+``mac_check`` (the MAC check and its folding), ``and_check`` (the AND check and its plan;
+or ``dzkp``, each party's proof of its AND messages, when ``proves_ands`` is set),
 ``freivalds`` (the output test of D'), ``commitment`` (commitments and the coin) and
 ``zero_tests`` (the claims the zero tests and the input check compare by digest).
 
@@ -38,7 +39,9 @@ on secret data (docs/cheating.md has the table and the attacks).
   the other factor (``mac_check`` has why the argument holds); their v axis has one entry.
 
 ``verify`` runs every pending check (``pending_checks``) in four rounds: triples with the MAC
-sums, coin with alpha w, the AND check's openings, the zero tests' digests; an honest party
+sums, coin with alpha w, the AND check's openings, the zero tests' digests (with the proofs:
+the commitment to the AND messages instead of the triples, then the proofs' rounds instead
+of the openings: two per level, 7 levels for a million AND words, and a closing one); an honest party
 sends its coin word only once it holds both neighbours' round-1 messages, whose triple terms
 are committed. ``checkpoint`` (a job too large to keep every record) checks the ANDs and folds
 the MAC records, so the MAC check stays one zero test over the job (docs/active3.md).
