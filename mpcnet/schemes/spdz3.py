@@ -43,8 +43,9 @@ sums, coin with alpha w, the AND check's openings, the zero tests' digests (with
 the commitment to the AND messages instead of the triples, then the proofs' rounds instead
 of the openings: two per level, 7 levels for a million AND words, and a closing one); an
 honest party sends its coin word only once it holds both neighbours' round-1 messages, whose
-triple terms (or AND messages) are committed. ``checkpoint`` (a job too large to keep every record) checks the ANDs and folds
-the MAC records, so the MAC check stays one zero test over the job (docs/active3.md).
+triple terms (or AND messages) are committed. ``checkpoint`` (a job too large to keep every
+record) checks the ANDs and folds the MAC records, so the MAC check stays one zero test over
+the job (docs/active3.md).
 
 A subclass of ``Rep3``, not a wrapper around it (as MP-SPDZ's ``SpdzWise`` wraps a passive
 protocol): the binary world is rep3's, inherited (each AND is only queued); the arithmetic
