@@ -334,7 +334,7 @@ class Spdz3(Rep3Wide):
     proves_ands = False
     """Check the ANDs by each party's proof of its messages (``dzkp``) rather than by
     triples with cut-and-choose (``and_check``): on SpeedDating 139 instead of 312 MB per
-    server, but 165 instead of 101 rounds and about 1.8 times the servers' CPU time
+    server, but 165 instead of 101 rounds and about twice the servers' CPU time
     (docs/active3.md, "The AND proof"), so the triples stay the default for now."""
 
     async def and_(self, x: Shared, y: Shared) -> Shared:
