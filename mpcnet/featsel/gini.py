@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpcnet.errors import CheatingDetected
 from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import limb_plan, square_fractions
 from mpcnet.ops.compare import ltz, msb
 from mpcnet.ops.convert import bit_to_arith
 from mpcnet.ops.fraction import Fractions, LimbPlan, cascade, cross_digits, digits, sign_tests
-from mpcnet.ops.sort import sort_columns
+from mpcnet.ops.wordsort import word_order
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
 CELL_COST = 2
@@ -97,6 +98,34 @@ class _Pieces:
             self.since = 0
 
 
+def _table(s: Scheme, data: Shared, labels: Shared, m: int) -> Shared:
+    """Step 1's table: one row per cell of the block, column j's m cells at rows j m ..
+    (j + 1) m - 1, each (j, the value, the row's labels, its row number 0..m-1)."""
+    p, cells = data.shape[1], data.size
+    columns = np.repeat(np.arange(p, dtype=np.uint64), m).reshape(cells, 1)
+    rows = np.tile(np.arange(m), p)
+    return join([s.public(columns), data.T.reshape(cells, 1), labels[rows],
+                 s.public(rows.astype(np.uint64).reshape(cells, 1))], 1)
+
+
+async def sorted_columns(s: Scheme, data: Shared, labels: Shared, m: int
+                         ) -> tuple[Shared, Shared]:
+    """Step 1: every column's values (m, p) in ascending order and the labels of their rows
+    (n1, m, p), equal values in the order of their row numbers (module docstring)."""
+    p, n1 = data.shape[1], labels.shape[1]
+    mixed = await s.shuffle(_table(s, data, labels, m))
+    columns = np.asarray(await s.open_of(mixed[:, 0], [mixed]))
+    if columns.max() >= p or not (np.bincount(columns.astype(np.int64), minlength=p) == m).all():
+        raise CheatingDetected("best-split Gini", "the shuffled column numbers are not the "
+                               "block's")
+    grouped = np.argsort(columns, kind="stable")
+    shift = max(1, (m - 1).bit_length())
+    keys = s.add(s.mul_public(mixed[:, 1], 1 << shift), mixed[:, 2 + n1])[grouped]
+    ordered = mixed[grouped[await word_order(s, keys, np.full(p, m))]]
+    values = ordered[:, 1].reshape(p, m).T
+    return values, ordered[:, 2:2 + n1].reshape(p, m, n1).T
+
+
 async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
                      m: int) -> tuple[Shared, ...]:
     """A.A and B.B (m, p) of every candidate split of every column, 0 for those between equal
@@ -105,12 +134,8 @@ async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Share
     rows, p = data.shape
     assert rows == m, "the best split needs whole columns (Score.whole_columns)"
     n1 = labels.shape[1]
-    payload = labels.T.reshape(n1, m, 1).broadcast_to((n1, m, p))
-    elements = concat([data.reshape(1, m, p), payload]).reshape(1 + n1, m, p)
-    checked = layout.CHECKED_CELLS.get(s.name)  # where records are kept per AND (active3)
-    ordered = await sort_columns(s, elements, None if checked is None else _piece(m * p))
-    del elements
-    keys, below = ordered[0], prefix_sums(s, ordered[1:])
+    keys, ordered = await sorted_columns(s, data, labels, m)
+    below = prefix_sums(s, ordered)
     a, _ = _sides(m)
     sizes = s.sum(labels, 0)
     tied = await ltz(s, s.add_public(s.sub(keys[1:], keys[:-1]), -1))  # key_{i+1} == key_i
