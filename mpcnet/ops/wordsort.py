@@ -22,7 +22,6 @@ from mpcnet.ops.convert import local_map
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.schemes.base import Scheme, Shared
 
-
 _PLACES = np.arange(64, dtype=np.uint64)
 
 
