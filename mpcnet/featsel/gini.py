@@ -20,13 +20,14 @@ Escudero, Volgushev (PETS 2021) for decision trees:
    independent of the others'; the column numbers say nothing more (every column has m
    rows). The rows are grouped by column publicly and every group is sorted by the key
    x 2^b + r (b the bits of m - 1) with the opened quicksort (``mpcnet.ops.wordsort``:
-   one sign test and one AND per comparison, about 2 (m + 1) H_m - 4 m, 15 per cell at
-   8,378 rows, where the odd-even merge network took 45 and moved the labels at every
-   comparator). The keys are distinct words whatever the owners send (r fills the low b
-   bits), so the outcomes are those of a uniformly random permutation; for honest values
-   (|x| < 2^VALUE_BITS, ``mpcnet.fixedpoint``; b <= 24) the key is below 2^62 and orders
-   by (x, r), equal values by their secret row number: a public tie-break would show a chain
-   of ties (docs/cheating.md, the alignment). The rows then move by public indices (no cost);
+   one sign test per comparison, about 2 (m + 1) H_m - 4 m, 15 per cell at 8,378 rows,
+   where the odd-even merge network took 45 and moved the labels at every comparator; one
+   more per cell checks the keys' range first). The keys are distinct whatever the owners
+   send (r fills the low b bits), so the outcomes are those of a uniformly random
+   permutation; honest values (|x| < 2^VALUE_BITS, ``mpcnet.fixedpoint``; b <= 24) give
+   keys below 2^62, ordered by (x, r): equal values by their secret row number, as a public
+   tie-break would show a chain of ties (docs/cheating.md, the alignment); a key out of range
+   aborts the job. The rows then move by public indices (no cost);
 2. the class counts of every prefix, by a log-step prefix sum (local), and the other side by
    subtraction from the class sizes;
 3. A.A and B.B of every split (a product round per class, so that two count rows are held,

@@ -1,14 +1,15 @@
-"""Layer: ops. Shuffled rows sorted by distinct words, one sign test per opened comparison.
+"""Layer: ops. Shuffled rows sorted by distinct keys, one sign test per opened comparison.
 
 The opened quicksort (``mpcnet.ops.quicksort``, Hamada et al., ICISC 2012) tells nothing only
 if its comparisons are those of a total order on distinct keys: then, the rows shuffled, the
-outcomes are a function of a uniformly random permutation alone. Keys here are any words of
-Z_2^64 (a data owner may send any), ordered as signed integers, which is a total order on all
-words: [a < b] is the sign of a - b unless that difference wraps, which happens only when a
-and b have different signs, and then [a < b] is a's sign. With s_a, s_b the keys' signs (one
-sign test per row, once) and d the sign of a - b (one per comparison),
-[a < b] = d XOR ((s_a XOR s_b) AND (s_a XOR d)): one sign test and one AND per comparison.
-Keys below 2^62 in magnitude never wrap, and the order is theirs as integers.
+outcomes are a function of a uniformly random permutation alone. [a < b] is the sign of
+a - b, a total order while no difference wraps the ring, that is for keys in [-2^62, 2^62).
+Keys come from the data owners, who may send any word; a key outside that range would make
+the comparisons a cycle, whose outcomes depend on the other keys. So the keys are checked
+first: the sign of key + 2^62 is 0 exactly for those in range (one sign test per key, opened
+64 to a word), and any 1 aborts the job (``InputError``). Honest keys are all in range, so
+the opening shows nothing of them; a dishonest owner's show only how many of the shuffled
+keys are its own out-of-range ones, and the abort depends on what the owners sent alone.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mpcnet.errors import InputError
 from mpcnet.ops.compare import msb
 from mpcnet.ops.convert import local_map
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.schemes.base import Scheme, Shared
+
+KEY_BOUND = 1 << 62
+"""Keys must lie in [-KEY_BOUND, KEY_BOUND): their differences then never wrap Z_2^64."""
 
 _PLACES = np.arange(64, dtype=np.uint64)
 
@@ -40,20 +45,26 @@ def _unpacked(words: np.ndarray, count: int) -> np.ndarray:
     return ((words[:, None] >> _PLACES) & np.uint64(1)).reshape(-1)[:count].astype(np.int64)
 
 
+async def _opened_signs(s: Scheme, x: Shared) -> np.ndarray:
+    """[x < 0] for every value of x, opened 64 to a word once the pending ANDs pass
+    (``Scheme.open_of``: the values' own MACs are the caller's to check before)."""
+    signs = local_map(await msb(s, x), _packed)
+    return _unpacked(np.asarray(await s.open_of(signs, (), binary=True)), x.size)
+
+
 async def word_order(s: Scheme, keys: Shared, lengths: Sequence[int] | np.ndarray
                      ) -> np.ndarray:
     """The public order (sorted position -> row) of the shuffled rows' ``keys`` (distinct
-    words within each group), grouped in consecutive runs of ``lengths`` rows, each run in
-    ascending signed order (module docstring). The outcomes of a batch are ANDed and opened
-    64 to a word; every opening checks the pending ANDs first (``Scheme.open_of``): the
-    keys' own MACs are the caller's to check before the first."""
-    signs = await msb(s, keys)
+    within each group), grouped in consecutive runs of ``lengths`` rows, each run in
+    ascending order; ``InputError`` if a key lies outside [-KEY_BOUND, KEY_BOUND) (module
+    docstring)."""
+    outside = int((await _opened_signs(s, s.add_public(keys, KEY_BOUND))).sum())
+    if outside:
+        raise InputError(f"{outside} of the {keys.size:,} values to sort lie outside the "
+                         "encoded range (a data owner uploaded values that no honest client "
+                         "encodes); nothing was revealed of the others")
 
     async def less(rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
-        below = local_map(await msb(s, s.sub(keys[rows], keys[pivots])), _packed)
-        mine, theirs = local_map(signs[rows], _packed), local_map(signs[pivots], _packed)
-        wrapped = await s.and_(s.xor(mine, theirs), s.xor(mine, below))
-        opened = await s.open_of(s.xor(below, wrapped), (), binary=True)
-        return _unpacked(np.asarray(opened), rows.size)
+        return await _opened_signs(s, s.sub(keys[rows], keys[pivots]))
 
     return await opened_quicksort(less, np.asarray(lengths, dtype=np.int64))
