@@ -155,11 +155,11 @@ async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Share
     rows, p = data.shape
     assert rows == m, "the best split needs whole columns (Score.whole_columns)"
     n1 = labels.shape[1]
-    keys, ordered = await sorted_columns(s, data, labels, m)
+    values, ordered = await sorted_columns(s, data, labels, m)
     below = prefix_sums(s, ordered)
     a, _ = _sides(m)
     sizes = s.sum(labels, 0)
-    tied = await ltz(s, s.add_public(s.sub(keys[1:], keys[:-1]), -1))  # key_{i+1} == key_i
+    tied = await ltz(s, s.add_public(s.sub(values[1:], values[:-1]), -1))  # x_{i+1} == x_i
     valid = concat([s.add_public(s.neg(tied), 1), s.public(np.ones((1, p), np.uint64))])
     last = s.add_public(s.neg(s.sum(below, 0)), a)
     x = y = None
