@@ -7,7 +7,9 @@ with the honest parties raising ``CheatingDetected`` naming a check, and no hone
 return a D' that differs from the plaintext one. The same holds for a wrong input share, and
 (active3) for truncation and random-bit generation, whose products and ANDs are checked by the
 same batched checks before the opening that follows them, and for the alignment of record IDs
-(``mpcnet.ops.join``: its shuffles, the opened comparisons of its sort, its flags).
+(``mpcnet.ops.join``: its shuffles, the opened comparisons of its sort, its flags) and for
+the best-split Gini's sort (``mpcnet.featsel.gini``: its shuffle, the opened column numbers
+and comparisons).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from mpcnet.featsel.source import ArraySource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.ops.join import inner_join
 from mpcnet.ops.truncate import trunc
-from mpcnet.plain.scores import msgini_fraction
+from mpcnet.plain.scores import gini_fraction, msgini_fraction
 from mpcnet.plain.select import topk_fraction
 from mpcnet.recordids import hashed
 from mpcnet.schemes import registry
@@ -70,6 +72,17 @@ async def _alignment(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
     joined = await inner_join(s, [(s.public(ids[:16]), data[:16, :3]),
                                   (s.public(ids[theirs]), data[theirs, 3:])])
     return (await s.open(joined.values)).view(np.int64)
+
+
+async def _gini_selection(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
+    result = await gini_fs(s, data, labels, 2, K, np.zeros(P, np.int64), score_name="gini")
+    return (await s.open(result.reduced)).view(np.int64)
+
+
+def _is_the_gini_selection(out: np.ndarray) -> bool:
+    values, labels = _dataset()
+    q, d = gini_fraction(values, (labels[:, 0] == 0).astype(int), 2)
+    return np.array_equal(out, values[:, topk_fraction(q, d, K)])
 
 
 def _is_the_join(out: np.ndarray) -> bool:
@@ -345,6 +358,21 @@ def test_cheating_in_the_alignment_is_detected(scheme: str, cheater: int) -> Non
     cases, checks = _every_kind_and_position(scheme, cheater, _alignment, _is_the_join,
                                              last=False)
     print(f"{scheme} alignment, cheater {cheater}: {cases}/{cases} cases detected, "
+          f"checks: {sorted(checks)}")
+    assert cases >= 6
+    assert ("MAC" in checks) if scheme == "active3" else ("joint-message hash" in checks)
+
+
+@pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)
+def test_cheating_in_the_best_split_gini_is_detected(scheme: str, cheater: int) -> None:
+    """Every message kind of a best-split Gini selection, whose sort shuffles and opens: a
+    wrong shuffle word (active3) fails the MAC check of ``open_of`` before the column numbers
+    are opened, a wrong AND of a comparison the AND check before its opening; active4's are
+    joint messages. Positions: first and a third of the honest run's count (the quicksort's
+    rounds vary with the shuffle)."""
+    cases, checks = _every_kind_and_position(scheme, cheater, _gini_selection,
+                                             _is_the_gini_selection, last=False)
+    print(f"{scheme} gini, cheater {cheater}: {cases}/{cases} cases detected, "
           f"checks: {sorted(checks)}")
     assert cases >= 6
     assert ("MAC" in checks) if scheme == "active3" else ("joint-message hash" in checks)

@@ -733,3 +733,33 @@ def test_a_checkpoint_whose_rounds_never_run_is_refused_at_verify() -> None:
 
     outs = outcomes(3, run)
     assert any(isinstance(o, CheatingDetected) for o in outs), outs
+
+
+@pytest.mark.parametrize("cheater", [None, 0, 1, 2])
+def test_open_of_checks_its_inputs_first_and_leaves_every_mac_record_to_the_job(
+        cheater: int | None) -> None:
+    """``open_of`` (the best-split Gini's sort) opens a shuffled column once the shuffle's
+    MACs pass a check of their own, and keeps every MAC record queued, so that the job's one
+    MAC zero test still weighs the shuffle's records with its own coefficients: nothing is
+    checked in parts. A wrong shuffle word is caught before the opening."""
+    x = np.arange(40, dtype=np.int64).reshape(20, 2).view(U64)
+    xs = rep3.share(x)
+    fault = None if cheater is None else FaultInjector(cheater, "shuffle", delta=1)
+
+    async def party(engine: RoundEngine) -> tuple[np.ndarray, int, int, list[str]]:
+        s = await Spdz3.setup(engine, fault=fault)
+        (a,) = await s.input(xs[engine.party])
+        mixed = await s.shuffle(a)
+        before = len(s._macs)
+        column = await s.open_of(mixed[:, 0], [mixed])
+        return column, before, len(s._macs), s.pending_checks()
+
+    ran = outcomes(3, party)
+    if fault is not None:
+        assert fault.fired == 1
+        honest = [o for i, o in enumerate(ran) if i != cheater]
+        assert {o.check for o in honest if isinstance(o, CheatingDetected)} == {"MAC"}, ran
+        return
+    for column, before, after, pending in ran:  # type: ignore[misc]
+        assert sorted(column.tolist()) == list(range(0, 40, 2))
+        assert after == before > 0 and "MAC" in pending

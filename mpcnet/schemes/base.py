@@ -231,6 +231,16 @@ class Scheme(ABC):
         ``featsel.labels.open_one_hot``). Here: ``open``."""
         return await (self.open_binary(x) if binary else self.open(x))
 
+    async def open_of(self, x: Shared, inputs: Sequence[Shared], binary: bool = False
+                      ) -> np.ndarray:
+        """Reveal x, computed from the authenticated ``inputs`` by local steps and binary
+        circuits alone (a shuffle's output, comparisons of it), once what x depends on is
+        checked: the pending ANDs and the MACs of ``inputs``. A scheme may leave every other
+        check queued for the job's next ``checkpoint`` or ``verify`` (spdz3: no MAC record is
+        weighed in a part, docs/active3.md). Here: ``open`` (every check first)."""
+        del inputs
+        return await (self.open_binary(x) if binary else self.open(x))
+
     async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
         """floor(x / 2^t) + e for every value of x and its shift t in ``shifts`` (int64, x's
         size, 0..62), with |x| < 2^62 and e in {0, 1}, P[e = 1] = (x mod 2^t) / 2^t, by a

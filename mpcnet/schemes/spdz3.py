@@ -54,7 +54,7 @@ world has another layout (Z_2^128, value and MAC), overridden on ``rep3_wide``'s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -343,6 +343,29 @@ class Spdz3(Rep3Wide):
         errors precede it (a second review checked the mask's bits stay a bijection of the
         bits a cheater lacks), and the other holder vouches for it (open consistency)."""
         await self.verify_inputs()
+        return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
+
+    async def open_of(self, x: Shared, inputs: Sequence[Shared], binary: bool = False
+                      ) -> np.ndarray:
+        """x once the pending ANDs and the MACs of ``inputs`` pass a check of their own
+        (``Scheme.open_of``), in the four rounds of ``verify``, with coefficients drawn now
+        for the inputs' records alone; every MAC record stays queued, so the job's one MAC
+        zero test still weighs them all, these included, with coefficients of its own.
+        ``inputs`` must carry no product: inputs, shuffles of them and their local
+        combinations, whose MAC errors are the cheater's own, so this test's outcome depends
+        on those errors and alpha only (a product's record would carry an earlier error
+        times a secret). And as the job's test keeps every record at which an error first
+        appears, the argument of ``mac_check`` holds for it unchanged, whatever passed here:
+        nothing is checked in parts (docs/cheating.md, "The best-split Gini's sort")."""
+        self.engine.alone("open_of")
+        if self._deferred:
+            raise RuntimeError("open_of before the rounds of a checkpoint_later ran")
+        await self.verify_inputs()
+        records = [np.ascontiguousarray(_require_mac(v).data).reshape(2, 2, 2, -1)
+                   for v in inputs]
+        ands, self._ands = self._ands, []
+        if ands or records:
+            await self._check(ands, self._mac_sums(records) if records else None)
         return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
 
     # -- binary ----------------------------------------------------------------------------
