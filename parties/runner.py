@@ -274,7 +274,11 @@ class JobRunner:
         k, plan = job.k, res.plan
         if job.candidates:
             with engine.phase("k-choice"):
-                k, figures = await choose_k(scheme, res.reduced, res.labels,
+                # the labels' MACs made again: an error on them that passed the selection's
+                # check must not reach the choice's products times data (docs/active3.md,
+                # "Checking the MACs in parts would leak"); D' carries no MAC
+                labels = await scheme.refresh(res.labels)
+                k, figures = await choose_k(scheme, res.reduced, labels,
                                             tuple(job.candidates), memory_budget=budget)
             plan = dict(plan, k=k, **figures)
         return scheme, self._outputs(scheme, manifest, res, k), \
