@@ -76,7 +76,7 @@ def _spy_on(s: Scheme, seen: list[Any]) -> None:
         return seen[-1][1]
 
     async def open_binary(x: Any) -> np.ndarray:
-        seen.append(("bits", np.asarray(await opened_binary(x)) & np.uint64(1)))
+        seen.append(("bits", np.asarray(await opened_binary(x)).copy()))
         return seen[-1][1]
 
     s.open, s.open_binary = open_, open_binary  # type: ignore[method-assign]
@@ -121,11 +121,16 @@ def test_the_opened_quicksort_sorts_by_key_then_tie(n: int) -> None:
 
 
 def test_a_server_opens_bits_and_the_size_of_the_intersection_only() -> None:
+    """What server 0 opens: the masked hi (uniform words, ``b2a_masked``), then per sort
+    level the comparisons' outcomes, 64 to a word and nothing in the padding (the replayed
+    levels must end in a sorted order), then the flags, whose ones are the join's size."""
     parts, _ = _owners([list(range(0, 24)), list(range(8, 40))], [2, 2])
     seen: list[Any] = []
     _, m = _joined("passive3", parts, seen)
-    *comparisons, (kind, flags) = seen
-    assert all(k == "bits" and set(np.unique(v)) <= {0, 1} for k, v in comparisons)
+    (masked_kind, masked), *comparisons, (kind, flags) = seen
+    assert masked_kind == "bits" and masked.size == 56
+    assert all(k == "bits" for k, _ in comparisons)
+    _fixed_levels([v for _, v in comparisons], 56)
     assert kind == "value" and set(np.unique(flags)) <= {0, 1} and int(flags.sum()) == m == 16
 
 
@@ -151,19 +156,23 @@ def test_keys_out_of_range_are_reduced_before_the_sort() -> None:
     assert _joined("passive3", parts) == (rows, 12)
 
 
-def _fixed_levels(bits: list[np.ndarray], n: int) -> np.ndarray:
+def _fixed_levels(opened: list[np.ndarray], n: int) -> np.ndarray:
     """What a server computes from the opened comparisons alone: per sorted position, the
     quicksort level at which its row became a pivot or a part of one row (``sort_order``'s
-    splitting, replayed from the bits)."""
+    splitting, replayed from the words opened, 64 outcomes to a word, the padding zero)."""
     level_of = np.zeros(n, dtype=np.int64)
     starts, lengths = np.array([0]), np.array([n])
-    for level, less in enumerate([*bits, None]):
+    for level, words in enumerate([*opened, None]):
         level_of[starts[lengths == 1]] = level
         starts, lengths = starts[lengths > 1], lengths[lengths > 1]
-        if less is None or not starts.size:
+        if words is None or not starts.size:
             break
+        count = int((lengths - 1).sum())
+        bits = ((words[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).reshape(-1)
+        assert bits.size == -(-count // 64) * 64 and not bits[count:].any()
+        less = bits[:count].astype(np.int64)
         part = np.repeat(np.arange(starts.size), lengths - 1)
-        n_less = np.bincount(part, weights=less.astype(np.int64), minlength=starts.size)
+        n_less = np.bincount(part, weights=less, minlength=starts.size)
         n_less = n_less.astype(np.int64)
         level_of[starts + n_less] = level
         starts = np.concatenate([starts, starts + n_less + 1])
@@ -191,9 +200,9 @@ def _comparisons_seen(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]]
     seen: list[Any] = []
     _, m = _run_join(scheme, parts, seen)
     n = sum(p[0].shape[0] for p in parts)
-    bits = [v.reshape(-1) for kind, v in seen if kind == "bits"]
-    first = next(i for i, v in enumerate(bits) if v.size == n - 1)  # after the reduction's
-    return _fixed_levels(bits[first:], n), m
+    words = [v.reshape(-1) for kind, v in seen if kind == "bits"]
+    masked = int(words[0].size == n)  # the reduction's masked hi where it opens it here
+    return _fixed_levels(words[masked:], n), m
 
 
 def _random_lo(rng: np.random.Generator, n: int) -> np.ndarray:

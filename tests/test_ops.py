@@ -7,8 +7,8 @@ import pytest
 from conftest import opened, run_protocol
 
 from mpcnet.errors import InputError
-from mpcnet.ops.compare import eqz, lt, ltz, msb
-from mpcnet.ops.convert import bit_to_arith
+from mpcnet.ops.compare import compare_words, eqz, lt, ltz, msb
+from mpcnet.ops.convert import a2b, bit_to_arith
 from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
 from mpcnet.ops.network import schedule, topk_network
 from mpcnet.ops.topk import argmin, topk_ranking, topk_values
@@ -28,6 +28,28 @@ def test_ltz_and_msb(scheme: str, n: int) -> None:
     arith, binary = opened(run_protocol(scheme, {"x": x}, body))
     np.testing.assert_array_equal(arith, (x < 0).astype(np.uint64))
     np.testing.assert_array_equal(binary, (x < 0).astype(np.uint64))
+
+
+@pytest.mark.parametrize("n", [1, 33, 500])
+def test_compare_words_gives_greater_and_equal_of_unsigned_words(scheme: str, n: int) -> None:
+    """[x > y] and [x == y] of binary sharings of unsigned words: the edges (0, 2^64 - 1,
+    neighbours, equal words), random pairs and many equal ones, in a 2-D shape."""
+    rng = np.random.default_rng(n)
+    top = np.uint64(2**64 - 1)
+    x = np.concatenate([np.array([0, top, 0, 5, 6, 2**63, 2**63 - 1, 7], dtype=np.uint64),
+                        rng.integers(0, 2**64 - 1, 2 * n, dtype=np.uint64, endpoint=True)])
+    y = np.concatenate([np.array([top, 0, 0, 6, 5, 2**63 - 1, 2**63, 7], dtype=np.uint64),
+                        rng.integers(0, 2**64 - 1, 2 * n, dtype=np.uint64, endpoint=True)])
+    y[8::3] = x[8::3]
+    x, y = x.reshape(2, -1), y.reshape(2, -1)
+
+    async def body(s, x, y):  # type: ignore[no-untyped-def]
+        greater, equal = await compare_words(s, await a2b(s, x), await a2b(s, y))
+        return await s.open_binary(greater), await s.open_binary(equal)
+
+    greater, equal = opened(run_protocol(scheme, {"x": x, "y": y}, body))
+    np.testing.assert_array_equal(greater & np.uint64(1), (x > y).astype(np.uint64))
+    np.testing.assert_array_equal(equal & np.uint64(1), (x == y).astype(np.uint64))
 
 
 @pytest.mark.parametrize("bits", [2, 3, 5, 8, 15, 16, 17, 32])

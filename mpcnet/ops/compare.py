@@ -19,8 +19,10 @@ import numpy as np
 
 from mpcnet.ops.convert import bit_to_arith, local_map, reduce_components
 from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.schemes.base import join as stacked
 
 _VALUES_PER_WORD = 32  # after five packings, 32 values share one word
+_ALL_ONES = np.uint64((1 << 64) - 1)
 
 
 def _block_tops(width: int) -> np.uint64:
@@ -123,32 +125,17 @@ async def _msb_lanes(s: Scheme, x: Shared, bits: int) -> Shared:
     return s.xor(top, local_map(gen, lane_tops)).reshape(x.shape)
 
 
-async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
-    """Binary sharing (bit 0 of each word) of the top bit of x, i.e. [x < 0] in two's complement;
-    with ``bits`` < 64 the caller vouches that |x| < 2^(bits-1) (``_msb_lanes``).
+async def _carry_tree(s: Scheme, u: Shared, v: Shared, propagate: bool = False
+                      ) -> tuple[Shared, Shared | None]:
+    """The generate signal of all 64 bits of u + v (the carry out of bit 63) for binary
+    sharings u, v of (W,) words, W a multiple of 32, and with ``propagate`` also the
+    propagate signal (every bit of u ^ v set), as packed words (``_unpack_carries``).
 
-    With u + v = x, the top bit is u63 ^ v63 ^ c63, where the carry c63 is the generate signal
-    of bits 0..62, i.e. of all 64 bits of (u << 1, v << 1). A tree combines (G, P) of adjacent
-    blocks; only the high half of every block is needed after a level, so each level packs two
-    words into one before its AND and the traffic halves level by level. The 2-bit blocks take
-    their generate from a majority, u1 ^ (p1 & (u1 ^ u0 v0)), so the first two rounds AND 1.5
-    words per value where g = u & v and a first level would AND 2. With the carry-save round,
-    about 28 bytes per comparison (3.5 AND words) instead of 104 for a full Kogge-Stone
-    circuit, in the same 8 rounds.
-    """
-    if bits < 33:
-        return await _msb_lanes(s, x, bits)
-    count = x.size
-    padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
-    u, v = await reduce_components(s, await s.addends(x.reshape(count)))
-    top = local_map(s.xor(u, v), lambda d: d >> np.uint64(63))
-
-    def shifted_padded(d: np.ndarray) -> np.ndarray:
-        out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
-        out[..., :count] = d << np.uint64(1)
-        return out
-
-    u, v = local_map(u, shifted_padded), local_map(v, shifted_padded)
+    A tree combines (G, P) of adjacent blocks; only the high half of every block is needed
+    after a level, so each level packs two words into one before its AND and the traffic
+    halves level by level. The 2-bit blocks take their generate from a majority,
+    u1 ^ (p1 & (u1 ^ u0 v0)), so the first two rounds AND 1.5 words per value where
+    g = u & v and a first level would AND 2: about 2.5 AND words per value in 7 rounds."""
     p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift)
@@ -164,9 +151,61 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
                             _packed([s.shift(gen, width), s.shift(prop, width)], width))
         gen, prop = s.xor(_packed([gen], width)[0], both[0]), both[1]
         width *= 2
-    final = s.xor(gen, await s.and_(prop, s.shift(gen, 32)))
+    if not propagate:
+        return s.xor(gen, await s.and_(prop, s.shift(gen, 32))), None
+    words = (1, gen.shape[0])
+    both = await s.and_(prop.reshape(words), stacked([s.shift(gen, 32).reshape(words),
+                                                      s.shift(prop, 32).reshape(words)], 0))
+    return s.xor(gen, both[0]), both[1]
+
+
+def _padded(x: Shared, shift: int = 0) -> Shared:
+    """The words of a binary sharing shifted left by ``shift``, flat and padded with zero
+    words to a multiple of 32 (the packings of ``_carry_tree``)."""
+    count = x.size
+    padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
+
+    def fill(d: np.ndarray) -> np.ndarray:
+        out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
+        out[..., :count] = d << np.uint64(shift) if shift else d
+        return out
+
+    return local_map(x.reshape(count), fill)
+
+
+async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
+    """Binary sharing (bit 0 of each word) of the top bit of x, i.e. [x < 0] in two's complement;
+    with ``bits`` < 64 the caller vouches that |x| < 2^(bits-1) (``_msb_lanes``).
+
+    With u + v = x, the top bit is u63 ^ v63 ^ c63, where the carry c63 is the generate signal
+    of bits 0..62, i.e. of all 64 bits of (u << 1, v << 1), from ``_carry_tree``. With the
+    carry-save round, about 28 bytes per comparison (3.5 AND words) instead of 104 for a full
+    Kogge-Stone circuit, in the same 8 rounds.
+    """
+    if bits < 33:
+        return await _msb_lanes(s, x, bits)
+    count = x.size
+    u, v = await reduce_components(s, await s.addends(x.reshape(count)))
+    top = local_map(s.xor(u, v), lambda d: d >> np.uint64(63))
+    final, _ = await _carry_tree(s, _padded(u, 1), _padded(v, 1))
     carry = local_map(final, lambda d: _unpack_carries(d, count))
     return s.xor(top, carry).reshape(x.shape)
+
+
+async def compare_words(s: Scheme, x: Shared, y: Shared) -> tuple[Shared, Shared]:
+    """Binary sharings (bit 0 of each word) of [x > y] and [x == y] for binary sharings x, y
+    of unsigned 64-bit words of one shape: the carry out of x + ~y is [x > y] (x + 2^64 - 1 - y
+    reaches 2^64 exactly then), and its propagate signal, every bit of x ^ ~y set, is
+    [x == y]. One ``_carry_tree`` for both, without the carry-save round of ``msb``: about
+    2.5 AND words per value, 7 rounds."""
+    count = x.size
+    gen, prop = await _carry_tree(s, _padded(x), _padded(s.xor_public(y, _ALL_ONES)), True)
+    assert prop is not None
+
+    def unpack(d: np.ndarray) -> np.ndarray:
+        return _unpack_carries(d, count)
+
+    return (local_map(gen, unpack).reshape(x.shape), local_map(prop, unpack).reshape(x.shape))
 
 
 async def ltz(s: Scheme, x: Shared, bits: int = 64) -> Shared:
