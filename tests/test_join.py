@@ -16,6 +16,7 @@ from conftest import run_protocol
 from mpcnet.errors import InputError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
+from mpcnet.ops import join
 from mpcnet.ops.join import inner_join, sort_order
 from mpcnet.recordids import hashed
 from mpcnet.schemes import registry
@@ -42,15 +43,15 @@ def _owners(holds: list[list[int]], widths: list[int], seed: int = 1
 
 
 def _joined(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]],
-            spy: list[Any] | None = None) -> tuple[list[tuple[int, ...]], int]:
+            spy: list[Any] | None = None, **options: Any) -> tuple[list[tuple[int, ...]], int]:
     """The reconstructed join (sorted rows) and its row count; ``spy`` collects what party 0
     opens."""
-    values, m = _run_join(scheme, parts, spy)
+    values, m = _run_join(scheme, parts, spy, **options)
     return sorted(tuple(int(v) for v in row) for row in values), m
 
 
 def _run_join(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]],
-              spy: list[Any] | None = None) -> tuple[np.ndarray, int]:
+              spy: list[Any] | None = None, **options: Any) -> tuple[np.ndarray, int]:
     """The reconstructed join, in the order the servers made, and its row count."""
     info = registry.get(scheme)
     shares = [info.share(a) for part in parts for a in part]
@@ -60,7 +61,8 @@ def _run_join(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]],
         if spy is not None and engine.party == 0:
             _spy_on(s, spy)
         mine = await s.input(*(sh[engine.party] for sh in shares))
-        out = await inner_join(s, [(mine[2 * o], mine[2 * o + 1]) for o in range(len(parts))])
+        out = await inner_join(s, [(mine[2 * o], mine[2 * o + 1]) for o in range(len(parts))],
+                               **options)
         return await s.output(out.values), out.rows
 
     outs = run_local_sync(info.n_parties, party, 60.0)
@@ -93,6 +95,16 @@ def test_three_owners_join_only_what_all_hold(scheme: str) -> None:
     parts, rows = _owners(holds, [2, 1, 3], seed=4)
     got, m = _joined(scheme, parts)
     assert got == rows and m == 10  # 5..9 and 15..19
+
+
+def test_a_budget_too_small_for_a_level_sorts_and_tests_in_pieces(
+        scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no memory to spare, the sort's levels and the adjacency test run MIN_PIECE (here
+    7) at a time, one piece after the other: the same join."""
+    holds = [list(range(0, 20)), list(range(5, 25)), [*range(0, 10), *range(15, 30)]]
+    parts, rows = _owners(holds, [2, 1, 3], seed=4)
+    monkeypatch.setattr(join, "MIN_PIECE", 7)
+    assert _joined(scheme, parts, memory_budget=0) == (rows, 10)
 
 
 def test_no_common_record_gives_no_rows() -> None:

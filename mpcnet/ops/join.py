@@ -64,15 +64,17 @@ import numpy as np
 from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.ops.compare import compare_words, msb
 from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith, local_map
+from mpcnet.ops.planner import COSTS, PIECE_OVERHEAD
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import HI_BITS
 from mpcnet.schemes.base import Scheme, Shared, concat, same_layout, split
-from mpcnet.schemes.base import join as stacked
 
 MAX_CONTRIBUTIONS = 8
 """Contributions one keyed dataset may have: their numbers fill the low 4 bits of the sort key,
 and the test of step 4 needs t <= 8."""
 TAG_BITS = 4
+MIN_PIECE = 1 << 16
+"""Fewest comparisons (or sign tests) at once when the budget is short: below, rounds dominate."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,17 +143,35 @@ async def _opened_less(s: Scheme, keys: Shared, ties: Shared, rows: np.ndarray,
     return ((words[:, None] >> _BIT_PLACES) & np.uint64(1)).reshape(-1)[:count].astype(np.int64)
 
 
-async def sort_order(s: Scheme, keys: Shared, ties: Shared) -> np.ndarray:
+async def sort_order(s: Scheme, keys: Shared, ties: Shared, piece: int | None = None
+                     ) -> np.ndarray:
     """The public order (sorted position -> row) of shuffled rows by (``keys``, ``ties``)
     lexicographically (arithmetic sharings of words below 2^63, the pairs distinct): step 3,
-    ``opened_quicksort``, on their binary forms (``a2b``, once)."""
+    ``opened_quicksort``, on their binary forms (``a2b``, once), a level's comparisons
+    ``piece`` at a time (all at once without)."""
     count = keys.shape[0]
     keys, ties = split(await a2b(s, concat([keys, ties])), [(count,)] * 2)
 
     async def less(rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
-        return await _opened_less(s, keys, ties, rows, pivots)
+        step = piece or max(1, rows.size)
+        return np.concatenate([
+            await _opened_less(s, keys, ties, rows[at:at + step], pivots[at:at + step])
+            for at in range(0, rows.size, step)])
 
     return await opened_quicksort(less, np.array([count]))
+
+
+def _piece(s: Scheme, held: int, memory_budget: int) -> int:
+    """Comparisons of the sort (or sign tests of the adjacency test) at once in what
+    ``memory_budget`` leaves beside ``held`` bytes: each counted as one sign test in flight
+    with its check records, times the transport's copies (``planner.COSTS``,
+    ``PIECE_OVERHEAD``; measured in process per server and comparison: 165, 280 and 2,000
+    bytes under passive3, active4 and active3, against 260, 500 and 2,700 for a sign test),
+    at least MIN_PIECE. Pieces of one level run one after the other, each in its own
+    rounds (9, and active3's 4 of the AND check): more rounds only where a level does not
+    fit the budget."""
+    per = PIECE_OVERHEAD * COSTS[s.name].test_bytes
+    return max(MIN_PIECE, (memory_budget - held) // per)
 
 
 async def _all_zero(s: Scheme, diffs: Sequence[Shared]) -> Shared:
@@ -167,31 +187,65 @@ async def _all_zero(s: Scheme, diffs: Sequence[Shared]) -> Shared:
     return terms[0]
 
 
-async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joined:
+async def _held_by_all(s: Scheme, hi: Shared, lo: Shared, t: int, piece: int) -> Shared:
+    """Step 4: arithmetic [rows s..s+t-1 are one record's, in contribution order] for every
+    row s that can start one, from the sorted hi' and lo, in pieces of rows whose sign tests
+    number about ``piece``."""
+    n = hi.shape[0] - t + 1
+    step = max(1, piece // (4 * (t - 1)))
+    flags = []
+    for at in range(0, n, step):
+        rows = slice(at, min(n, at + step))
+        diffs = [s.add_public(s.sub(hi[at + j:rows.stop + j], hi[rows]), -j) for j in range(1, t)]
+        diffs += [s.sub(lo[at + j:rows.stop + j], lo[rows]) for j in range(1, t)]
+        flags.append(await bit_to_arith(s, await _all_zero(s, diffs)))
+    return concat(flags)
+
+
+async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
+                     memory_budget: int = 2 << 30) -> Joined:
     """The rows of the records that every contribution holds (module docstring). ``parts``
     holds per contribution, in contribution order, its n_o x 2 hashes (hi, lo) and its n_o x
-    c_o columns, as input (authenticated under active3: the shuffle carries their MACs)."""
+    c_o columns, as input (authenticated under active3: the shuffle carries their MACs); the
+    sort's levels and the adjacency test run in pieces that fit ``memory_budget`` beside the
+    table (``_piece``)."""
     t = len(parts)
     if not 2 <= t <= MAX_CONTRIBUTIONS:
         raise InputError(f"a dataset keyed by record IDs needs 2 to {MAX_CONTRIBUTIONS} "
                          f"contributions to join, not {t}")
+    widths = [values.shape[1] for _, values in parts]
+    width = sum(widths)
     with s.engine.phase("alignment"):
         hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]))
         table = await s.shuffle(_table(s, parts, hi))
+        piece = _piece(s, 2 * table.data.nbytes, memory_budget)
         keys, ties = (Shared(np.ascontiguousarray(table[:, c].data), s.lead) for c in (0, -1))
-        ordered = table[await sort_order(s, keys, ties)]
-        n = ordered.shape[0] - t + 1  # rows that can start a record held by all (>= 1)
-        hi, lo = ordered[:, 0], ordered[:, 1]
-        diffs = [s.add_public(s.sub(hi[j:j + n], hi[:n]), -j) for j in range(1, t)]
-        diffs += [s.sub(lo[j:j + n], lo[:n]) for j in range(1, t)]
-        held_by_all = await bit_to_arith(s, await _all_zero(s, diffs))
-        widths = [values.shape[1] for _, values in parts]
-        width = sum(widths)
-        joined = [ordered[j:j + n, 2:2 + widths[j]] for j in range(t)]
-        mixed = await s.shuffle(stacked([*joined, held_by_all.reshape(n, 1)], axis=1))
+        order = await sort_order(s, keys, ties, piece)
+        del keys, ties
+        held_by_all = await _held_by_all(s, table[order, 0], table[order, 1], t, piece)
+        candidates = _candidates(table, order, widths, held_by_all)
+        del table, held_by_all
+        mixed = await s.shuffle(candidates)
+        del candidates
         flags = np.asarray(await s.open(mixed[:, width]))
         if not np.isin(flags, (0, 1)).all():
             raise CheatingDetected("alignment", "a record's flag opened to neither 0 nor 1")
         kept = np.flatnonzero(flags == 1)
         values = await s.refresh(mixed[kept, :width])
     return Joined(values, int(kept.size))
+
+
+def _candidates(table: Shared, order: np.ndarray, widths: list[int], flags: Shared) -> Shared:
+    """The n x (sum c_o + 1) rows that may be joined, the flag last: for every sorted row s
+    that can start a record, rows s + j's first c_j columns side by side (j = 0..t-1),
+    gathered from the shuffled table by the public order (no sorted copy of the table)."""
+    n, lead = flags.shape[0], table.lead
+    at = (slice(None),) * lead
+    data = np.empty(table.data.shape[:lead] + (n, sum(widths) + 1), dtype=np.uint64)
+    start = 0
+    for j, w in enumerate(widths):
+        data[at + (slice(None), slice(start, start + w))] = \
+            table.data[at + (order[j:j + n, None], np.arange(2, 2 + w))]
+        start += w
+    data[at + (slice(None), -1)] = flags.data
+    return Shared(data, lead)
