@@ -24,10 +24,10 @@ each contribution's row count and the size of the intersection:
    (docs/cheating.md). A public tie-breaker would not help (it orders the tied rows as the
    owner chose); the secret index makes every tie an order as random as the rest. The
    sort compares binary forms of hi' and the index (one ``a2b`` of both columns after the
-   shuffle): a comparison with its pivot is one carry tree over the two words
-   (``compare_words``: [hi'_p > hi'_r] and [hi'_p = hi'_r] from the hi' word, [i_p > i_r]
-   from the index word), one AND and an opening, 64 outcomes to a word, about 5 AND words
-   in all where three arithmetic sign tests and an AND took 11.5 (docs/performance.md). A
+   shuffle): a comparison with its pivot is one carry tree (``compare.greater_pairs``:
+   [hi'_p > hi'_r] and [hi'_p = hi'_r] from the hi' words, [i_p > i_r] from the indices,
+   below 2^32, two to a word), one AND and an opening, 64 outcomes to a word: about 3.8 AND
+   words where three arithmetic sign tests and an AND took 11.5 (docs/performance.md). A
    quicksort, with the first row of each part as its pivot (random after the shuffle),
    needs about 1.39 N log2 N comparisons in about 2-4 log2 N rounds of one batch each;
    the oblivious odd-even merge network of ``ops.sort`` needs N log2^2 N / 4 (3.3 times
@@ -62,8 +62,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpcnet.errors import CheatingDetected, InputError
-from mpcnet.ops.compare import compare_words, msb
-from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith, local_map
+from mpcnet.ops.compare import greater_pairs, msb, unpacked_bits
+from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith
 from mpcnet.ops.planner import COSTS, PIECE_OVERHEAD
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import HI_BITS
@@ -114,39 +114,19 @@ def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Sha
     return Shared(data, s.lead)
 
 
-_BIT_PLACES = np.arange(64, dtype=np.uint64)
-
-
-def _bit_words(d: np.ndarray) -> np.ndarray:
-    """Bit 0 of every word, 64 to a word (value i at bit i mod 64 of word i div 64): so that
-    the last AND and the opening of the outcomes move a bit per comparison, not a word."""
-    count = d.shape[-1]
-    padded = np.zeros(d.shape[:-1] + (-(-count // 64) * 64,), dtype=np.uint64)
-    padded[..., :count] = d & np.uint64(1)
-    grouped = padded.reshape(d.shape[:-1] + (-1, 64)) << _BIT_PLACES
-    return np.bitwise_or.reduce(grouped, axis=-1)
-
-
 async def _opened_less(s: Scheme, keys: Shared, ties: Shared, rows: np.ndarray,
                        pivots: np.ndarray) -> np.ndarray:
     """Opened [(key, tie) of each row < that of its pivot], lexicographically, on binary
-    sharings of the words: [k_p > k_r] XOR ([k_p = k_r] AND [t_p > t_r]) (the two terms
-    exclude each other), the three signals from one ``compare_words`` of the keys and ties
-    in one batch, then one AND and one opening of 64 outcomes to a word."""
-    count = rows.size
-    greater, equal = await compare_words(s, concat([keys[pivots], ties[pivots]]),
-                                         concat([keys[rows], ties[rows]]))
-    key_greater, tie_greater = (local_map(g, _bit_words) for g in split(greater, [(count,)] * 2))
-    key_equal = local_map(equal[:count], _bit_words)
-    less = s.xor(key_greater, await s.and_(key_equal, tie_greater))
-    words = np.asarray(await s.open_binary(less), dtype=np.uint64)
-    return ((words[:, None] >> _BIT_PLACES) & np.uint64(1)).reshape(-1)[:count].astype(np.int64)
+    sharings of the words (``greater_pairs``: the pivot's pair greater), 64 to a word."""
+    less = await greater_pairs(s, keys[pivots], keys[rows], ties[pivots], ties[rows])
+    return unpacked_bits(await s.open_binary(less), rows.size)
 
 
 async def sort_order(s: Scheme, keys: Shared, ties: Shared, piece: int | None = None
                      ) -> np.ndarray:
     """The public order (sorted position -> row) of shuffled rows by (``keys``, ``ties``)
-    lexicographically (arithmetic sharings of words below 2^63, the pairs distinct): step 3,
+    lexicographically (arithmetic sharings of words, the ties below 2^32, the pairs
+    distinct): step 3,
     ``opened_quicksort``, on their binary forms (``a2b``, once), a level's comparisons
     ``piece`` at a time (all at once without)."""
     count = keys.shape[0]
@@ -215,6 +195,9 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
                          f"contributions to join, not {t}")
     widths = [values.shape[1] for _, values in parts]
     width = sum(widths)
+    if sum(values.shape[0] for _, values in parts) >= 1 << 32:
+        raise InputError("a keyed dataset's contributions hold 2^32 rows or more: the sort's "
+                         "secret tie-breaker, a row's index, takes 32 bits")
     with s.engine.phase("alignment"):
         hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]))
         table = await s.shuffle(_table(s, parts, hi))
