@@ -38,8 +38,8 @@ each contribution's row count and the size of the intersection:
    0 < j < t (the same hi and contributions 0..t-1 in a row: tags are below 16, so keys of
    two hi differ by more than 7; testing every j, not only t - 1, keeps a dishonest owner's
    repeated key from filling another contribution's place): one batch of sign tests, then
-   ANDs. The joined row is row
-   s + j's first c_j columns for j = 0..t-1 side by side: local.
+   ANDs. The joined row is row s + j's first c_j columns for j = 0..t-1 side by side,
+   gathered from the shuffled table by the public order: local.
 5. The candidate rows and their flags are shuffled again, the flags opened: their number
    is the size of the intersection, and their positions are uniformly random, so that is
    all they tell. The flagged rows are the dataset's rows.
@@ -52,6 +52,13 @@ with the rest, so it carries MACs and vouchers like the key. Because those MAC c
 in parts, the joined rows' MACs are made again (``Scheme.refresh``) before anything else is
 computed on them (docs/active3.md, "Checking the MACs in parts would leak"). Whether a job
 aborts depends only on the cheater's errors and the checks' coins.
+
+Memory. A level of the sort and the adjacency test run in pieces that fit ``memory_budget``
+beside the table (``_piece``), one after the other (more rounds, only where a level does not
+fit). The table (N x (3 + max c_o) words), the candidates (N x (sum c_o + 1)) and each
+shuffle's copies of them are still held whole: at 10^6 records per owner and 20 columns that
+is more than the default 2 GiB per server in every setting (docs/performance.md), and a
+shuffle in column blocks over tables kept on disk is what is left to do.
 """
 
 from __future__ import annotations
@@ -126,9 +133,8 @@ async def sort_order(s: Scheme, keys: Shared, ties: Shared, piece: int | None = 
                      ) -> np.ndarray:
     """The public order (sorted position -> row) of shuffled rows by (``keys``, ``ties``)
     lexicographically (arithmetic sharings of words, the ties below 2^32, the pairs
-    distinct): step 3,
-    ``opened_quicksort``, on their binary forms (``a2b``, once), a level's comparisons
-    ``piece`` at a time (all at once without)."""
+    distinct): step 3, ``opened_quicksort``, on their binary forms (``a2b``, once), a
+    level's comparisons ``piece`` at a time (all at once without)."""
     count = keys.shape[0]
     keys, ties = split(await a2b(s, concat([keys, ties])), [(count,)] * 2)
 
@@ -145,8 +151,9 @@ def _piece(s: Scheme, held: int, memory_budget: int) -> int:
     """Comparisons of the sort (or sign tests of the adjacency test) at once in what
     ``memory_budget`` leaves beside ``held`` bytes: each counted as one sign test in flight
     with its check records, times the transport's copies (``planner.COSTS``,
-    ``PIECE_OVERHEAD``; measured in process per server and comparison: 165, 280 and 2,000
-    bytes under passive3, active4 and active3, against 260, 500 and 2,700 for a sign test),
+    ``PIECE_OVERHEAD``; measured in process per server and comparison of 5 AND words: 165,
+    280 and 2,000 bytes under passive3, active4 and active3, against 260, 500 and 2,700 for
+    a sign test),
     at least MIN_PIECE. Pieces of one level run one after the other, each in its own
     rounds (9, and active3's 4 of the AND check): more rounds only where a level does not
     fit the budget."""
