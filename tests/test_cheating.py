@@ -21,6 +21,7 @@ from conftest import outcomes
 
 from mpcnet.errors import CheatingDetected
 from mpcnet.featsel.gini_fs import gini_fs
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET
 from mpcnet.net.engine import RoundEngine
 from mpcnet.ops.join import inner_join
 from mpcnet.ops.truncate import trunc
@@ -66,7 +67,8 @@ async def _alignment(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
     ids = hashed([f"r{i}" for i in range(M)], bytes(32))
     theirs = np.arange(M - 1, 7, -1)
     joined = await inner_join(s, [(s.public(ids[:16]), data[:16, :3]),
-                                  (s.public(ids[theirs]), data[theirs, 3:])])
+                                  (s.public(ids[theirs]), data[theirs, 3:])],
+                              DEFAULT_MEMORY_BUDGET)
     return (await s.open(joined.values)).view(np.int64)
 
 

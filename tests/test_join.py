@@ -14,6 +14,7 @@ import pytest
 from conftest import run_protocol
 
 from mpcnet.errors import InputError
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
 from mpcnet.ops import join
@@ -62,7 +63,7 @@ def _run_join(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]],
             _spy_on(s, spy)
         mine = await s.input(*(sh[engine.party] for sh in shares))
         out = await inner_join(s, [(mine[2 * o], mine[2 * o + 1]) for o in range(len(parts))],
-                               **options)
+                               **{"memory_budget": DEFAULT_MEMORY_BUDGET, **options})
         return await s.output(out.values), out.rows
 
     outs = run_local_sync(info.n_parties, party, 60.0)

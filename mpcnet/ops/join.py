@@ -190,7 +190,7 @@ async def _held_by_all(s: Scheme, hi: Shared, lo: Shared, t: int, piece: int) ->
 
 
 async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
-                     memory_budget: int = 2 << 30) -> Joined:
+                     memory_budget: int) -> Joined:
     """The rows of the records that every contribution holds (module docstring). ``parts``
     holds per contribution, in contribution order, its n_o x 2 hashes (hi, lo) and its n_o x
     c_o columns, as input (authenticated under active3: the shuffle carries their MACs); the
