@@ -23,7 +23,7 @@ from conftest import outcomes
 
 from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.featsel.gini_fs import gini_fs, select_stored
-from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, held_bytes
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, SCORING_BYTES_PER_CELL, held_bytes
 from mpcnet.featsel.source import ArraySource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.ops.join import inner_join
@@ -70,7 +70,8 @@ async def _alignment(s: Scheme, data: Shared, labels: Shared) -> np.ndarray:
     ids = hashed([f"r{i}" for i in range(M)], bytes(32))
     theirs = np.arange(M - 1, 7, -1)
     joined = await inner_join(s, [(s.public(ids[:16]), data[:16, :3]),
-                                  (s.public(ids[theirs]), data[theirs, 3:])])
+                                  (s.public(ids[theirs]), data[theirs, 3:])],
+                              DEFAULT_MEMORY_BUDGET)
     return (await s.open(joined.values)).view(np.int64)
 
 

@@ -100,7 +100,7 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
 
     inputs = await s.input(*(a for part in parts for a in part))
     joined = await inner_join(s, [(inputs[2 * o], inputs[2 * o + 1])
-                                  for o in range(len(parts))])
+                                  for o in range(len(parts))], memory_budget)
     if joined.rows == 0:
         raise InputError("no record is held by every contribution of the dataset; nothing "
                          "to select from")
