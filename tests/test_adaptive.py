@@ -37,14 +37,16 @@ import numpy as np
 import pytest
 from conftest import outcomes
 
+from mpcnet import gf64
 from mpcnet.errors import CheatingDetected
 from mpcnet.featsel.gini_fs import gini_fs
 from mpcnet.net.engine import RoundEngine
 from mpcnet.plain.scores import msgini_fraction
 from mpcnet.plain.select import topk_fraction
 from mpcnet.prf import KEY_BYTES, PRF
-from mpcnet.schemes import keys, rep3, rep4
+from mpcnet.schemes import dzkp, keys, rep3, rep4
 from mpcnet.schemes.base import Scheme
+from mpcnet.schemes.commitment import commitment
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.rep4 import Rep4
 from mpcnet.schemes.spdz3 import Spdz3, check_plan
@@ -527,6 +529,80 @@ def test_a_cheater_that_lies_in_an_and_check_opening_hears_no_digest(secret: str
             assert "open consistency" in checks <= {"open consistency", "AND"}, checks
             lied_to = (cheater - 1) % 3  # it stopped in the round of the opening
             assert ("digests", lied_to) not in attack.heard_after, attack.heard_after
+
+
+class AndProofRepair(Adaptive):
+    """XOR 1 into bit 0 of the first AND word of value (0, J), then, after the coin, repair
+    every level's sum of its proof (``dzkp``): at the first level, add to its share of Q at
+    that word's group the weight the bit has below it, so that A's and B's d agree; at each
+    later level, add at point 0 what the last change moved Q(r) by (the level's coin read as
+    it arrives), divided by that point's weight; each commitment to B recomputed for the
+    changed share. The error then reaches the last product, which fails except with
+    probability about 2^-60, whatever the data."""
+
+    def __init__(self, party: int) -> None:
+        super().__init__(party)
+        self.and_words = 0
+        self.level = 0
+        self.coins: list[int] = []
+        self.moved: tuple[int, int, int] | None = None  # (points, point, change)
+        self.share: np.ndarray | None = None
+
+    def observe(self, party: int, event: str, value: object) -> None:
+        super().observe(party, event, value)
+        if party != self.party:
+            return
+        if event == "and-proof-salt":
+            self.salt = value
+        elif event == "received" and value[0] == "and-coin" and (  # type: ignore[index]
+                value[1] == (self.party - 1) % 3):  # type: ignore[index]
+            self.coins.append(int(np.asarray(value[2]).reshape(-1)[0]))  # type: ignore[index]
+
+    def deviate(self, phase: str, kind: str, n: int, payload: np.ndarray) -> None:
+        flat = payload.reshape(-1)
+        if kind == "and":
+            if self.and_words == 0:
+                flat[J] ^= np.uint64(1)
+            self.and_words += flat.size
+        elif kind == "and-proof" and self.seed is not None:
+            plan = dzkp.proof_plan(self.and_words)
+            weights = dzkp.level_weights(plan, self.seed)
+            if self.level == 0:
+                eps = gf64.tensor(weights[3:])
+                point = J // plan.columns
+                change = gf64.smul(int(eps[J % plan.columns]),
+                                   gf64.smul(weights[1][0], weights[2][0]))
+            else:
+                points, moved_at, moved = self.moved  # type: ignore[misc]
+                shift = gf64.smul(moved, gf64.lagrange(points, self.coins[-1])[moved_at])
+                final = self.level == len(plan.radices) + 1
+                point = 1 if final else 0
+                change = shift if final else gf64.smul(shift, gf64.inverse(
+                    weights[self.level][0]))
+            flat[point] ^= np.uint64(change)
+            self.moved = (flat.size, point, change)
+            self.share = flat.copy()
+            self.level += 1
+            self.fired += 1
+        elif kind == "and-proof-hash" and self.share is not None:
+            flat[:] = commitment(self.salt, self.share)
+            self.share = None
+
+
+@pytest.mark.parametrize("secret", sorted(SECRETS))
+def test_a_repaired_and_proof_aborts_at_its_last_product_whatever_the_secret(
+        secret: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Spdz3, "proves_ands", True)
+    s = SECRETS[secret]
+    for cheater in range(3):
+        for data in (s.h0, s.h1):
+            attack = AndProofRepair(cheater)
+            outcomes = _job(Spdz3, data, attack)
+            verdict, checks = _verdict(outcomes, cheater, data)
+            assert attack.fired == attack.level > 2
+            assert verdict == "aborted" and checks == {"AND"}, checks
+            assert all("last product" in str(o) for o in outcomes
+                       if isinstance(o, CheatingDetected)), outcomes
 
 
 # -- both schemes: a wrong copy of a secret input, with a faithful input hash --------------

@@ -14,8 +14,10 @@ import pytest
 from conftest import run_protocol
 
 from mpcnet.errors import InputError
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
+from mpcnet.ops import join
 from mpcnet.ops.join import inner_join, sort_order
 from mpcnet.recordids import hashed
 from mpcnet.schemes import registry
@@ -42,15 +44,15 @@ def _owners(holds: list[list[int]], widths: list[int], seed: int = 1
 
 
 def _joined(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]],
-            spy: list[Any] | None = None) -> tuple[list[tuple[int, ...]], int]:
+            spy: list[Any] | None = None, **options: Any) -> tuple[list[tuple[int, ...]], int]:
     """The reconstructed join (sorted rows) and its row count; ``spy`` collects what party 0
     opens."""
-    values, m = _run_join(scheme, parts, spy)
+    values, m = _run_join(scheme, parts, spy, **options)
     return sorted(tuple(int(v) for v in row) for row in values), m
 
 
 def _run_join(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]],
-              spy: list[Any] | None = None) -> tuple[np.ndarray, int]:
+              spy: list[Any] | None = None, **options: Any) -> tuple[np.ndarray, int]:
     """The reconstructed join, in the order the servers made, and its row count."""
     info = registry.get(scheme)
     shares = [info.share(a) for part in parts for a in part]
@@ -60,7 +62,8 @@ def _run_join(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]],
         if spy is not None and engine.party == 0:
             _spy_on(s, spy)
         mine = await s.input(*(sh[engine.party] for sh in shares))
-        out = await inner_join(s, [(mine[2 * o], mine[2 * o + 1]) for o in range(len(parts))])
+        out = await inner_join(s, [(mine[2 * o], mine[2 * o + 1]) for o in range(len(parts))],
+                               **{"memory_budget": DEFAULT_MEMORY_BUDGET, **options})
         return await s.output(out.values), out.rows
 
     outs = run_local_sync(info.n_parties, party, 60.0)
@@ -76,7 +79,7 @@ def _spy_on(s: Scheme, seen: list[Any]) -> None:
         return seen[-1][1]
 
     async def open_binary(x: Any) -> np.ndarray:
-        seen.append(("bits", np.asarray(await opened_binary(x)) & np.uint64(1)))
+        seen.append(("bits", np.asarray(await opened_binary(x)).copy()))
         return seen[-1][1]
 
     s.open, s.open_binary = open_, open_binary  # type: ignore[method-assign]
@@ -93,6 +96,16 @@ def test_three_owners_join_only_what_all_hold(scheme: str) -> None:
     parts, rows = _owners(holds, [2, 1, 3], seed=4)
     got, m = _joined(scheme, parts)
     assert got == rows and m == 10  # 5..9 and 15..19
+
+
+def test_a_budget_too_small_for_a_level_sorts_and_tests_in_pieces(
+        scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no memory to spare, the sort's levels and the adjacency test run MIN_PIECE (here
+    7) at a time, one piece after the other: the same join."""
+    holds = [list(range(0, 20)), list(range(5, 25)), [*range(0, 10), *range(15, 30)]]
+    parts, rows = _owners(holds, [2, 1, 3], seed=4)
+    monkeypatch.setattr(join, "MIN_PIECE", 7)
+    assert _joined(scheme, parts, memory_budget=0) == (rows, 10)
 
 
 def test_no_common_record_gives_no_rows() -> None:
@@ -121,11 +134,16 @@ def test_the_opened_quicksort_sorts_by_key_then_tie(n: int) -> None:
 
 
 def test_a_server_opens_bits_and_the_size_of_the_intersection_only() -> None:
+    """What server 0 opens: the masked hi (uniform words, ``b2a_masked``), then per sort
+    level the comparisons' outcomes, 64 to a word and nothing in the padding (the replayed
+    levels must end in a sorted order), then the flags, whose ones are the join's size."""
     parts, _ = _owners([list(range(0, 24)), list(range(8, 40))], [2, 2])
     seen: list[Any] = []
     _, m = _joined("passive3", parts, seen)
-    *comparisons, (kind, flags) = seen
-    assert all(k == "bits" and set(np.unique(v)) <= {0, 1} for k, v in comparisons)
+    (masked_kind, masked), *comparisons, (kind, flags) = seen
+    assert masked_kind == "bits" and masked.size == 56
+    assert all(k == "bits" for k, _ in comparisons)
+    _fixed_levels([v for _, v in comparisons], 56)
     assert kind == "value" and set(np.unique(flags)) <= {0, 1} and int(flags.sum()) == m == 16
 
 
@@ -151,19 +169,23 @@ def test_keys_out_of_range_are_reduced_before_the_sort() -> None:
     assert _joined("passive3", parts) == (rows, 12)
 
 
-def _fixed_levels(bits: list[np.ndarray], n: int) -> np.ndarray:
+def _fixed_levels(opened: list[np.ndarray], n: int) -> np.ndarray:
     """What a server computes from the opened comparisons alone: per sorted position, the
     quicksort level at which its row became a pivot or a part of one row (``sort_order``'s
-    splitting, replayed from the bits)."""
+    splitting, replayed from the words opened, 64 outcomes to a word, the padding zero)."""
     level_of = np.zeros(n, dtype=np.int64)
     starts, lengths = np.array([0]), np.array([n])
-    for level, less in enumerate([*bits, None]):
+    for level, words in enumerate([*opened, None]):
         level_of[starts[lengths == 1]] = level
         starts, lengths = starts[lengths > 1], lengths[lengths > 1]
-        if less is None or not starts.size:
+        if words is None or not starts.size:
             break
+        count = int((lengths - 1).sum())
+        bits = ((words[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).reshape(-1)
+        assert bits.size == -(-count // 64) * 64 and not bits[count:].any()
+        less = bits[:count].astype(np.int64)
         part = np.repeat(np.arange(starts.size), lengths - 1)
-        n_less = np.bincount(part, weights=less.astype(np.int64), minlength=starts.size)
+        n_less = np.bincount(part, weights=less, minlength=starts.size)
         n_less = n_less.astype(np.int64)
         level_of[starts + n_less] = level
         starts = np.concatenate([starts, starts + n_less + 1])
@@ -191,9 +213,9 @@ def _comparisons_seen(scheme: str, parts: list[tuple[np.ndarray, np.ndarray]]
     seen: list[Any] = []
     _, m = _run_join(scheme, parts, seen)
     n = sum(p[0].shape[0] for p in parts)
-    bits = [v.reshape(-1) for kind, v in seen if kind == "bits"]
-    first = next(i for i, v in enumerate(bits) if v.size == n - 1)  # after the reduction's
-    return _fixed_levels(bits[first:], n), m
+    words = [v.reshape(-1) for kind, v in seen if kind == "bits"]
+    masked = int(words[0].size == n)  # the reduction's masked hi where it opens it here
+    return _fixed_levels(words[masked:], n), m
 
 
 def _random_lo(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 # lower number = lower layer; a module may import its own layer and the layers below it
 LAYERS = {
-    "mpcnet.errors": 0, "mpcnet.ring": 0, "mpcnet.ring128": 0, "mpcnet.prf": 0,
+    "mpcnet.errors": 0, "mpcnet.ring": 0, "mpcnet.ring128": 0, "mpcnet.gf64": 0, "mpcnet.prf": 0,
     "mpcnet.fixedpoint": 0,
     "mpcnet.dataset": 1, "mpcnet.encoded": 1, "mpcnet.plain": 1, "mpcnet.recordids": 1,
     "mpcnet.config": 2, "mpcnet.identity": 2, "mpcnet.pins": 2, "mpcnet.jobrequest": 2,

@@ -7,8 +7,8 @@ import pytest
 from conftest import opened, run_protocol
 
 from mpcnet.errors import InputError
-from mpcnet.ops.compare import eqz, lt, ltz, msb
-from mpcnet.ops.convert import bit_to_arith
+from mpcnet.ops.compare import eqz, greater_pairs, lt, ltz, msb, unpacked_bits
+from mpcnet.ops.convert import a2b, bit_to_arith
 from mpcnet.ops.fraction import Fractions, LimbPlan, digits, whole
 from mpcnet.ops.network import schedule, topk_network
 from mpcnet.ops.topk import argmin, topk_ranking, topk_values
@@ -28,6 +28,33 @@ def test_ltz_and_msb(scheme: str, n: int) -> None:
     arith, binary = opened(run_protocol(scheme, {"x": x}, body))
     np.testing.assert_array_equal(arith, (x < 0).astype(np.uint64))
     np.testing.assert_array_equal(binary, (x < 0).astype(np.uint64))
+
+
+@pytest.mark.parametrize("n", [1, 2, 33, 500])
+def test_greater_pairs_orders_word_and_half_word_lexicographically(scheme: str, n: int) -> None:
+    """[(x, a) > (y, b)] for words x, y and a, b below 2^32: the edges (0, 2^64 - 1,
+    neighbours, equal words with every order of a and b, a and b at 0 and 2^32 - 1), random
+    pairs and many equal words, against lexsort's order."""
+    rng = np.random.default_rng(n)
+    top, half = 2**64 - 1, 2**32 - 1
+    x = np.array([0, top, 0, 5, 6, 2**63, 2**63 - 1, 7, 7, 7, top], dtype=np.uint64)
+    y = np.array([top, 0, 0, 6, 5, 2**63 - 1, 2**63, 7, 7, 7, top], dtype=np.uint64)
+    a = np.array([0, 0, half, 1, 1, 0, 0, 3, 4, 4, half], dtype=np.uint64)
+    b = np.array([0, 0, 0, 1, 1, 0, 0, 4, 3, 4, half - 1], dtype=np.uint64)
+    x = np.concatenate([x, rng.integers(0, top, n, dtype=np.uint64, endpoint=True)])
+    y = np.concatenate([y, rng.integers(0, top, n, dtype=np.uint64, endpoint=True)])
+    y[11::2] = x[11::2]
+    a = np.concatenate([a, rng.integers(0, half, n, dtype=np.uint64, endpoint=True)])
+    b = np.concatenate([b, rng.integers(0, half, n, dtype=np.uint64, endpoint=True)])
+
+    async def body(s, x, y, a, b):  # type: ignore[no-untyped-def]
+        x, y, a, b = [await a2b(s, v) for v in (x, y, a, b)]
+        return await s.open_binary(await greater_pairs(s, x, y, a, b))
+
+    (words, *_) = run_protocol(scheme, {"x": x, "y": y, "a": a, "b": b}, body)
+    want = (x > y) | ((x == y) & (a > b))
+    np.testing.assert_array_equal(unpacked_bits(words, x.size), want.astype(np.int64))
+    assert np.asarray(words).size == -(-x.size // 64)
 
 
 @pytest.mark.parametrize("bits", [2, 3, 5, 8, 15, 16, 17, 32])

@@ -112,6 +112,25 @@ def test_gini_scores_blocks_of_whole_columns_and_never_tiles(scheme: str) -> Non
         layout(scheme, 300, 6, 3, 3, small, gini.cell_cost, per_feature, True)
 
 
+@pytest.mark.parametrize("scheme", ["active3", "active4"])
+def test_gini_tournament_checkpointing_in_pieces_in_several_blocks(
+        scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block of more than ``gini.PIECE`` cells checkpoints inside its tournament, which must
+    then not run inside ``RoundEngine.together`` (a review found active3 stopping there when a
+    memory budget of 3 GiB gave SpeedDating blocks of 41 columns)."""
+    from mpcnet.featsel import gini
+
+    monkeypatch.setattr(gini, "PIECE", 16)
+    ds = _synthetic(60, 6, 3, seed=35)
+    g = score("gini")
+    column = 60 * SCORING_BYTES_PER_CELL[scheme] * g.cell_cost
+    budget = held_bytes(scheme, 60, 3, 3) + 2 * (column + g.feature_bytes(scheme, 60, 3))
+    run = select_in_process(scheme, ds.values, ds.label_matrix, 3, 3, ds.exponents,
+                            memory_budget=budget, score="gini")
+    assert run.plan["block_columns"] == 2
+    assert run.indices.tolist() == expected(ds, "gini", 3)
+
+
 def test_gini_in_digits_past_the_whole_tournament() -> None:
     """Past 10,808 rows the tournament's cross products pass 2^63 and its fractions are
     compared in digits; the selection still equals the reference."""
@@ -157,3 +176,28 @@ def test_mi_compares_the_largest_jobs_exactly() -> None:
     assert mi.limb_plan(8378, 2, 1).levels == 1
     big = mi.limb_plan(2**24 - 1, 2, 2**20)
     assert big is not None and big.fits() and big.levels > 1
+
+
+def test_every_honest_gini_key_lies_in_the_sorts_range() -> None:
+    """The sort's key x 2^b + r (b the bits of m - 1) must stay below 2^62 for every value
+    an honest client encodes and every row count, or honest jobs would be refused."""
+    from mpcnet.fixedpoint import MAX_ROWS, VALUE_BITS
+    from mpcnet.ops.wordsort import KEY_BOUND
+
+    assert ((2**VALUE_BITS - 1) << (MAX_ROWS - 1).bit_length()) + MAX_ROWS - 1 < KEY_BOUND
+
+
+@pytest.mark.parametrize("bad", [2**56, -(2**56) - 1])
+def test_gini_refuses_values_no_honest_client_encodes(scheme: str, bad: int) -> None:
+    """A dishonest owner's value whose key x 2^6 + r (40 rows) leaves [-2^62, 2^62) could
+    make the opened comparisons a cycle: the job stops before any comparison. Values at the
+    edges of the encoded range, which an honest client can send, are sorted exactly."""
+    ds = _synthetic(40, 4, 2, seed=4)
+    values = ds.values.copy()
+    values[:, 2] = np.where(np.arange(40) % 2 == 0, -(2**38 - 1), 2**38 - 1)
+    run = select_in_process(scheme, values, ds.label_matrix, 2, 2, ds.exponents, score="gini")
+    assert run.indices.tolist() == expected(
+        EncodedDataset(ds.columns, values, ds.exponents, ds.classes, ds.codes), "gini", 2)
+    values[7, 1] = bad
+    with pytest.raises(InputError, match="1 of the 160 values to sort lie outside"):
+        select_in_process(scheme, values, ds.label_matrix, 2, 2, ds.exponents, score="gini")

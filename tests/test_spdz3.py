@@ -37,6 +37,18 @@ def test_check_plan_reaches_the_statistical_security(n: int) -> None:
     assert pools * math.log2(size) >= SIGMA  # a cheater passes with probability <= size^-pools
 
 
+@pytest.fixture
+def triples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ANDs checked by triples with cut-and-choose (``and_check``), not by proofs."""
+    monkeypatch.setattr(Spdz3, "proves_ands", False)
+
+
+@pytest.fixture
+def proofs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ANDs checked by each party's proof of its messages (``dzkp``)."""
+    monkeypatch.setattr(Spdz3, "proves_ands", True)
+
+
 class SameErrorEverywhere(FaultInjector):
     """Adds the same word to every word of every AND and triple message of ``party``, in
     place (its own copies agree with what it sent), and commits to the changed triples (the
@@ -75,13 +87,16 @@ def _and_then_open(fault: FaultInjector | None) -> list[object]:
     return asyncio.run(main())
 
 
-def test_an_honest_and_opens_correctly() -> None:
+@pytest.mark.parametrize("mode", ["triples", "proofs"])
+def test_an_honest_and_opens_correctly(mode: str, request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue(mode)
     rng = np.random.default_rng(3)
     x, y = (rng.integers(0, 2**63, 500, dtype=np.int64).view(U64) for _ in range(2))
     for out in _and_then_open(None):
         np.testing.assert_array_equal(out, x & y)
 
 
+@pytest.mark.usefixtures("triples")
 @pytest.mark.parametrize("cheater", range(3))
 def test_the_same_error_on_every_and_and_triple_is_caught_by_the_cut(cheater: int) -> None:
     fault = SameErrorEverywhere(cheater, "and", delta=1 << 7)
@@ -90,6 +105,35 @@ def test_the_same_error_on_every_and_and_triple_is_caught_by_the_cut(cheater: in
     honest = [o for i, o in enumerate(outcomes) if i != cheater]
     assert all(isinstance(o, CheatingDetected) for o in honest), honest
     assert {o.check for o in honest if isinstance(o, CheatingDetected)} <= {"AND"}
+
+
+PROOF_KINDS = ("and", "and-commit", "and-proof", "and-proof-hash", "and-coin", "and-close")
+
+
+@pytest.mark.slow  # a party that did not see the abort waits out its round timeout
+@pytest.mark.usefixtures("proofs")
+@pytest.mark.parametrize("kind", PROOF_KINDS)
+@pytest.mark.parametrize("cheater", range(3))
+def test_every_message_of_the_and_proofs_is_checked(kind: str, cheater: int) -> None:
+    """An error in any message a party sends for the AND proofs, first, middle or last of its
+    kind, is caught (``AND``) by an honest party before anything is opened; the other may
+    only wait for it in vain (a check that one verifier makes alone, as A's of the
+    commitments)."""
+    counts: dict[str, int] = {}
+
+    class Counter(FaultInjector):
+        def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
+            if party == cheater:
+                counts[kind] = counts.get(kind, 0) + 1
+            return payload
+
+    assert all(isinstance(o, np.ndarray) for o in _and_then_open(Counter(cheater, "and")))
+    for after in sorted({0, counts[kind] // 2, counts[kind] - 1}):
+        fault = FaultInjector(cheater, kind, after=after, delta=1 << 20)
+        honest = [o for i, o in enumerate(_and_then_open(fault)) if i != cheater]
+        assert fault.fired == 1
+        assert not any(isinstance(o, np.ndarray) for o in honest), honest
+        assert {o.check for o in honest if isinstance(o, CheatingDetected)} == {"AND"}, honest
 
 
 class RushingCheater(Spdz3):
@@ -108,7 +152,8 @@ class RushingCheater(Spdz3):
             out[0] ^= self.error
         return out
 
-    async def _check(self, ands: list, sums: np.ndarray | None) -> None:
+    async def _check(self, ands: list, sums: np.ndarray | None, proofs: object = None
+                     ) -> None:
         ch, nxt, prv = self.engine.channel, self.next_party, self.prev_party
         triples = self._triple_terms(ands)
         terms = triples[2][0]
@@ -135,6 +180,7 @@ class RushingCheater(Spdz3):
         await self._compare_digests(("AND", "MAC"))
 
 
+@pytest.mark.usefixtures("triples")
 def test_a_cheater_who_holds_back_its_triples_until_it_sees_a_coin_is_caught() -> None:
     rng = np.random.default_rng(5)
     x, y = (rep3.share(rng.integers(0, 2**63, 3, dtype=np.int64).view(U64), binary=True)
@@ -179,6 +225,7 @@ class Curious(Spdz3):
         return triples
 
 
+@pytest.mark.usefixtures("triples")
 def test_the_triple_commitment_tells_its_relayer_nothing_about_the_and_inputs() -> None:
     """Party 2's triple terms go to party 1, their commitment to party 0, which lacks them
     but, once rho and sigma are open, can rebuild them from a guess of the ANDs' inputs: an
@@ -215,11 +262,14 @@ class FirstProductOff(FaultInjector):
         return payload
 
 
-def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end() -> None:
+@pytest.mark.parametrize("mode", ["triples", "proofs"])
+def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end(
+        mode: str, request: pytest.FixtureRequest) -> None:
     """``checkpoint`` (a job scored a block at a time) checks the ANDs queued so far at once
     but only folds the MAC records: a product error passes the checkpoint, frees its record,
     and is still caught by the job's one MAC check at the end; an AND error stops the job at
-    the checkpoint."""
+    the checkpoint (by either AND check)."""
+    request.getfixturevalue(mode)
     rng = np.random.default_rng(5)
     x = rep3.share(rng.integers(0, 2**40, 64, dtype=np.int64).view(U64))
     w = [rep3.share(rng.integers(0, 2**63, 64, dtype=np.int64).view(U64), binary=True)
@@ -234,7 +284,7 @@ def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end() -> None:
             await s.mul(a, a)
             await s.and_(Shared(w[0][engine.party], 1, True), Shared(w[1][engine.party], 1, True))
             await s.checkpoint()
-            assert not s._macs and not s._ands  # noqa: SLF001 - the records are freed
+            assert not s._macs and not s._ands and not s._proved  # noqa: SLF001 - freed
             past_checkpoint.add(engine.party)
             await s.verify()
             return "completed"
@@ -256,7 +306,9 @@ def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end() -> None:
 
 def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
     """``open_masked`` skips the checks its caller vouches for: its callers are pinned to the
-    perfect truncation (x + r, r uniform over the ring) and ``b2a_masked`` (w - r)."""
+    perfect truncation (x + r, r uniform over the ring), ``b2a_masked`` (w - r) and the
+    one-hot products of the labels (zero for well-formed labels whatever the data, acted on
+    only after ``verify``: ``featsel.labels.open_one_hot``, docs/active3.md)."""
     import re
 
     from conftest import ROOT
@@ -264,7 +316,8 @@ def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
     callers = {path.relative_to(ROOT).as_posix()
                for path in (ROOT / "mpcnet").rglob("*.py")
                if re.search(r"\.open_masked\(", path.read_text())}
-    assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py"}, callers
+    assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py",
+                       "mpcnet/featsel/labels.py"}, callers
 
 
 @dataclass
@@ -652,3 +705,61 @@ def test_no_check_or_opening_runs_inside_a_group_of_computations() -> None:
     for out in asyncio.run(main()):
         assert out == ["verify", "checkpoint", "open", "output", "output_matmul", "input check",
                        str(np.full(4, True))]
+
+
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited")
+def test_a_checkpoint_whose_rounds_never_run_is_refused_at_verify() -> None:
+    """``checkpoint_later`` hands the ANDs queued so far to the rounds it returns: if a job
+    dropped them, those ANDs would go unchecked, so ``verify`` refuses while any has not run;
+    once they have run, a wrong AND among them is caught by them."""
+    xs = rep3.share(np.arange(8, dtype=U64), binary=True)
+
+    async def dropped(engine: RoundEngine) -> None:
+        s = await Spdz3.setup(engine)
+        x = Shared(xs[engine.party], 1, True)
+        await s.and_(x, x)
+        s.checkpoint_later()  # noqa: RUF006 - dropped on purpose
+        await s.verify()
+
+    for out in outcomes(3, dropped):
+        assert isinstance(out, RuntimeError) and "checkpoint rounds not run" in str(out), out
+
+    async def run(engine: RoundEngine) -> str:
+        s = await Spdz3.setup(engine, fault=FaultInjector(1, "and"))
+        x = Shared(xs[engine.party], 1, True)
+        await s.and_(x, x)
+        await s.checkpoint_later()
+        return "passed"
+
+    outs = outcomes(3, run)
+    assert any(isinstance(o, CheatingDetected) for o in outs), outs
+
+
+@pytest.mark.parametrize("cheater", [None, 0, 1, 2])
+def test_open_of_checks_its_inputs_first_and_leaves_every_mac_record_to_the_job(
+        cheater: int | None) -> None:
+    """``open_of`` (the best-split Gini's sort) opens a shuffled column once the shuffle's
+    MACs pass a check of their own, and keeps every MAC record queued, so that the job's one
+    MAC zero test still weighs the shuffle's records with its own coefficients: nothing is
+    checked in parts. A wrong shuffle word is caught before the opening."""
+    x = np.arange(40, dtype=np.int64).reshape(20, 2).view(U64)
+    xs = rep3.share(x)
+    fault = None if cheater is None else FaultInjector(cheater, "shuffle", delta=1)
+
+    async def party(engine: RoundEngine) -> tuple[np.ndarray, int, int, list[str]]:
+        s = await Spdz3.setup(engine, fault=fault)
+        (a,) = await s.input(xs[engine.party])
+        mixed = await s.shuffle(a)
+        before = len(s._macs)
+        column = await s.open_of(mixed[:, 0], [mixed])
+        return column, before, len(s._macs), s.pending_checks()
+
+    ran = outcomes(3, party)
+    if fault is not None:
+        assert fault.fired == 1
+        honest = [o for i, o in enumerate(ran) if i != cheater]
+        assert {o.check for o in honest if isinstance(o, CheatingDetected)} == {"MAC"}, ran
+        return
+    for column, before, after, pending in ran:  # type: ignore[misc]
+        assert sorted(column.tolist()) == list(range(0, 40, 2))
+        assert after == before > 0 and "MAC" in pending

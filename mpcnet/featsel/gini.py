@@ -12,13 +12,27 @@ rule (``mpcnet.plain.scores.gini_fraction``). The score is max_i Q_i/D_i, exact.
 
 Per block of whole columns (``Score.whole_columns``), following the sort-then-scan of Abspoel,
 Escudero, Volgushev (PETS 2021) for decision trees:
-1. sort every column with its labels (``mpcnet.ops.sort``: one odd-even merge network for
-   all columns, about m log^2 m / 4 sign tests per column);
+1. sort every column with its labels by shuffle-then-sort (Hamada, Kikuchi, Ikarashi, Chida,
+   Takahashi, ICISC 2012): a table of one row per cell (its column number j, the value x,
+   the row's labels, its row number r) is shuffled once (``Scheme.shuffle``) and the column
+   numbers are opened. After one uniform shuffle of all p m rows, where each column's rows
+   lie is a uniformly random choice and the order within each column is uniform and
+   independent of the others'; the column numbers say nothing more (every column has m
+   rows). The rows are grouped by column publicly and every group is sorted by the key
+   x 2^b + r (b the bits of m - 1) with the opened quicksort (``mpcnet.ops.wordsort``:
+   one sign test per comparison, about 2 (m + 1) H_m - 4 m, 15 per cell at 8,378 rows,
+   where the odd-even merge network took 45 and moved the labels at every comparator; one
+   more per cell checks the keys' range first). The keys are distinct whatever the owners
+   send (r fills the low b bits), so the outcomes are those of a uniformly random
+   permutation; honest values (|x| < 2^VALUE_BITS, ``mpcnet.fixedpoint``; b <= 24) give
+   keys below 2^62, ordered by (x, r): equal values by their secret row number, as a public
+   tie-break would show a chain of ties (docs/cheating.md, the alignment); a key out of range
+   aborts the job. The rows then move by public indices (no cost);
 2. the class counts of every prefix, by a log-step prefix sum (local), and the other side by
    subtraction from the class sizes;
 3. A.A and B.B of every split (a product round per class, so that two count rows are held,
    not 2n), zeroed where the next value is equal (one sign test per row:
-   [key_{i+1} - key_i - 1 < 0], the keys being sorted);
+   [x_{i+1} - x_i - 1 < 0], the values being sorted);
 4. a tournament over the m candidates of every column (log2 m levels of exact fraction
    comparisons, ``mpcnet.ops.fraction``, a piece of at most PIECE sign tests at a time), in
    a plan of its own without a tie range (whole while the cross products fit 63 bits, to
@@ -26,28 +40,35 @@ Escudero, Volgushev (PETS 2021) for decision trees:
    local once A.A and B.B are in digits; the winner's A.A, B.B, a and b' go along, and the
    ranking's fractions are formed from them as MS-GINI's.
 Equal fractions are equal scores whichever candidate wins, so the ranking's ties stay exact.
+
+Active settings (docs/cheating.md, "The best-split Gini's sort"): the shuffle is checked
+before the column numbers are opened (active3: ``Scheme.open_of`` tests the shuffled table's
+MACs alone and leaves every MAC record to the job's one zero test; active4: vouchers), the
+comparisons' ANDs before each opening; whether a job aborts depends on the cheater's errors
+and the checks' coins only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from mpcnet.errors import CheatingDetected
 from mpcnet.featsel import layout
 from mpcnet.featsel.msgini import limb_plan, square_fractions
 from mpcnet.ops.compare import ltz, msb
 from mpcnet.ops.convert import bit_to_arith
 from mpcnet.ops.fraction import Fractions, LimbPlan, cascade, cross_digits, digits, sign_tests
-from mpcnet.ops.sort import sort_columns
+from mpcnet.ops.wordsort import word_order
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
 CELL_COST = 2
-"""Bytes held per cell, in sign tests: a sort stage's sign tests (half a column's rows each)
-with their check records; what grows with the classes is ``feature_bytes``."""
+"""Bytes held per cell, in sign tests: a batch of the sort's comparisons (at most one per
+cell) with their check records, beside the keys' signs; what grows with the classes is
+``feature_bytes``."""
 
 PIECE = 1 << 18
-"""The most sign tests the tournament runs at once (and the sort between two checkpoints
-under active3), and never more than a block's cells, so that a piece costs at most what the
-layout counts for the block's sign tests."""
+"""The most sign tests the tournament runs at once, and never more than a block's cells, so
+that a piece costs at most what the layout counts for the block's sign tests."""
 
 DIGIT_BYTES = {"passive3": 3_000, "active3": 14_500, "active4": 11_000}
 """Bytes one value takes while it is cut into digits (an A2B and up to 41 bits back to
@@ -55,10 +76,11 @@ arithmetic), per setting: measured in process at 16,384 rows (29 bits, 15-bit di
 
 
 def feature_bytes(setting: str, m: int, n_classes: int) -> int:
-    """Bytes per feature besides the sign tests: per cell the key and labels being sorted
-    with a stage's copies of them, their prefix counts, and the tournament's rows (limbs,
-    A.A, B.B, a, b'): 6n + 16 words, from peaks traced in process (40 classes, 1,024 rows:
-    about 4n + 16 under passive3, 5.5n + 16 under active4)."""
+    """Bytes per feature besides the sign tests: per cell the sort's table (n + 2 words) with
+    its shuffled and sorted copies, the prefix counts, and the tournament's rows (limbs, A.A,
+    B.B, a, b'): 6n + 16 words, from peaks traced in process with the sorting network (40
+    classes, 1,024 rows: about 4n + 16 under passive3, 5.5n + 16 under active4), which held
+    as many copies of the key and labels as the table's three."""
     return m * (6 * n_classes + 16) * layout.WORD_BYTES[setting]
 
 
@@ -97,6 +119,34 @@ class _Pieces:
             self.since = 0
 
 
+def _table(s: Scheme, data: Shared, labels: Shared, m: int) -> Shared:
+    """Step 1's table: one row per cell of the block, column j's m cells at rows j m ..
+    (j + 1) m - 1, each (j, the value, the row's labels, its row number 0..m-1)."""
+    p, cells = data.shape[1], data.size
+    columns = np.repeat(np.arange(p, dtype=np.uint64), m).reshape(cells, 1)
+    rows = np.tile(np.arange(m), p)
+    return join([s.public(columns), data.T.reshape(cells, 1), labels[rows],
+                 s.public(rows.astype(np.uint64).reshape(cells, 1))], 1)
+
+
+async def sorted_columns(s: Scheme, data: Shared, labels: Shared, m: int
+                         ) -> tuple[Shared, Shared]:
+    """Step 1: every column's values (m, p) in ascending order and the labels of their rows
+    (n1, m, p), equal values in the order of their row numbers (module docstring)."""
+    p, n1 = data.shape[1], labels.shape[1]
+    mixed = await s.shuffle(_table(s, data, labels, m))
+    columns = np.asarray(await s.open_of(mixed[:, 0], [mixed]))
+    if columns.max() >= p or not (np.bincount(columns.astype(np.int64), minlength=p) == m).all():
+        raise CheatingDetected("best-split Gini", "the shuffled column numbers are not the "
+                               "block's")
+    grouped = np.argsort(columns, kind="stable")
+    shift = max(1, (m - 1).bit_length())
+    keys = s.add(s.mul_public(mixed[:, 1], 1 << shift), mixed[:, 2 + n1])[grouped]
+    ordered = mixed[grouped[await word_order(s, keys, np.full(p, m))]]
+    values = ordered[:, 1].reshape(p, m).T
+    return values, ordered[:, 2:2 + n1].reshape(p, m, n1).T
+
+
 async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
                      m: int) -> tuple[Shared, ...]:
     """A.A and B.B (m, p) of every candidate split of every column, 0 for those between equal
@@ -105,15 +155,11 @@ async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Share
     rows, p = data.shape
     assert rows == m, "the best split needs whole columns (Score.whole_columns)"
     n1 = labels.shape[1]
-    payload = labels.T.reshape(n1, m, 1).broadcast_to((n1, m, p))
-    elements = concat([data.reshape(1, m, p), payload]).reshape(1 + n1, m, p)
-    checked = layout.CHECKED_CELLS.get(s.name)  # where records are kept per AND (active3)
-    ordered = await sort_columns(s, elements, None if checked is None else _piece(m * p))
-    del elements
-    keys, below = ordered[0], prefix_sums(s, ordered[1:])
+    values, ordered = await sorted_columns(s, data, labels, m)
+    below = prefix_sums(s, ordered)
     a, _ = _sides(m)
     sizes = s.sum(labels, 0)
-    tied = await ltz(s, s.add_public(s.sub(keys[1:], keys[:-1]), -1))  # key_{i+1} == key_i
+    tied = await ltz(s, s.add_public(s.sub(values[1:], values[:-1]), -1))  # x_{i+1} == x_i
     valid = concat([s.add_public(s.neg(tied), 1), s.public(np.ones((1, p), np.uint64))])
     last = s.add_public(s.neg(s.sum(below, 0)), a)
     x = y = None

@@ -19,8 +19,11 @@ import numpy as np
 
 from mpcnet.ops.convert import bit_to_arith, local_map, reduce_components
 from mpcnet.schemes.base import Scheme, Shared, concat, split
+from mpcnet.schemes.base import join as stacked
 
 _VALUES_PER_WORD = 32  # after five packings, 32 values share one word
+_ALL_ONES = np.uint64((1 << 64) - 1)
+_BIT_PLACES = np.arange(64, dtype=np.uint64)
 
 
 def _block_tops(width: int) -> np.uint64:
@@ -64,9 +67,12 @@ def _bit_positions() -> np.ndarray:
 _POSITIONS = _bit_positions()
 
 
-def _unpack_carries(final: np.ndarray, count: int) -> np.ndarray:
-    """Each value's carry bit, in value order, from the packed words of the last level."""
-    spread = (final[..., None, :] >> _POSITIONS[:, None]) & np.uint64(1)  # (.., 32, W)
+def _unpack_carries(final: np.ndarray, count: int, low: bool = False) -> np.ndarray:
+    """Each value's carry bit, in value order, from the packed words of the last level (with
+    ``low``, from those before it: the signal of each value's low 32-bit block, 32 bits below
+    its high block's)."""
+    positions = _POSITIONS - np.uint64(32) if low else _POSITIONS
+    spread = (final[..., None, :] >> positions[:, None]) & np.uint64(1)  # (.., 32, W)
     return spread.reshape(final.shape[:-1] + (-1,))[..., :count]
 
 
@@ -123,42 +129,28 @@ async def _msb_lanes(s: Scheme, x: Shared, bits: int) -> Shared:
     return s.xor(top, local_map(gen, lane_tops)).reshape(x.shape)
 
 
-async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
-    """Binary sharing (bit 0 of each word) of the top bit of x, i.e. [x < 0] in two's complement;
-    with ``bits`` < 64 the caller vouches that |x| < 2^(bits-1) (``_msb_lanes``).
+async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
+                    ) -> tuple[Shared, Shared]:
+    """The generate and propagate signals of the two 32-bit blocks of every value of u + v,
+    for binary sharings ``words`` = [u, v] of (W,) words, W a multiple of 32, as packed words:
+    a value's high block at ``_POSITIONS``, its low block 32 bits below (``_unpack_carries``).
+    The list is emptied, so that u and v are freed with this function's own copies.
 
-    With u + v = x, the top bit is u63 ^ v63 ^ c63, where the carry c63 is the generate signal
-    of bits 0..62, i.e. of all 64 bits of (u << 1, v << 1). A tree combines (G, P) of adjacent
-    blocks; only the high half of every block is needed after a level, so each level packs two
-    words into one before its AND and the traffic halves level by level. The 2-bit blocks take
-    their generate from a majority, u1 ^ (p1 & (u1 ^ u0 v0)), so the first two rounds AND 1.5
-    words per value where g = u & v and a first level would AND 2. With the carry-save round,
-    about 28 bytes per comparison (3.5 AND words) instead of 104 for a full Kogge-Stone
-    circuit, in the same 8 rounds.
-    """
-    if bits < 33:
-        return await _msb_lanes(s, x, bits)
-    shape, count = x.shape, x.size
-    padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
-    addends = await s.addends(x.reshape(count))
-    del x  # a caller's temporary goes here: every array of the first rounds is as large
-    split = s.split_terms and len(addends) == 2  # ``Scheme.term_product`` applies
-    u, v = await reduce_components(s, addends)
-    del addends
-    top = local_map(s.xor(u, v), lambda d: (d >> np.uint64(63)).astype(np.uint8))
-
-    def shifted_padded(d: np.ndarray) -> np.ndarray:
-        out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
-        out[..., :count] = d << np.uint64(1)
-        return out
-
-    u, v = local_map(u, shifted_padded), local_map(v, shifted_padded)
+    A tree combines (G, P) of adjacent blocks; only the high half of every block is needed
+    after a level, so each level packs two words into one before its AND and the traffic
+    halves level by level. The 2-bit blocks take their generate from a majority,
+    u1 ^ (p1 & (u1 ^ u0 v0)), so the first two rounds AND 1.5 words per value where
+    g = u & v and a first level would AND 2: about 2.5 AND words per value in 6 rounds. With
+    ``split_addends``, u and v are (shifts of) a scheme's two split addends, whose u0 v0 needs fewer
+    cross terms (``Scheme.term_product``)."""
+    u, v = words
+    words.clear()
     p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift);
     # round 2's operands are packed first, so that u, v and p are freed before round 1
     high = _packed([u, p], 1)
-    if split:  # u0 v0 of the two split terms needs fewer cross terms
+    if split_addends:  # u0 v0 of the two split terms needs fewer cross terms
         pairs = ((_packed([s.shift(u, 1)], 1), _packed([s.shift(v, 1)], 1)),
                  (_packed([p], 1), _packed([s.shift(p, 1)], 1)))
         del u, v, p
@@ -183,9 +175,107 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
                             _packed([s.shift(gen, width), s.shift(prop, width)], width))
         gen, prop = s.xor(_packed([gen], width)[0], both[0]), both[1]
         width *= 2
-    final = s.xor(gen, await s.and_(prop, s.shift(gen, 32)))
+    return gen, prop
+
+
+async def _carry_tree(s: Scheme, words: list[Shared], split_addends: bool = False
+                      ) -> Shared:
+    """The generate signal of all 64 bits of u + v (the carry out of bit 63) for ``words`` =
+    [u, v], as packed words (``_unpack_carries``): ``_blocks32`` and a last level, 7 rounds."""
+    gen, prop = await _blocks32(s, words, split_addends)
+    return s.xor(gen, await s.and_(prop, s.shift(gen, 32)))
+
+
+def _padded(x: Shared, shift: int = 0) -> Shared:
+    """The words of a binary sharing shifted left by ``shift``, flat and padded with zero
+    words to a multiple of 32 (the packings of ``_carry_tree``)."""
+    count = x.size
+    padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
+
+    def fill(d: np.ndarray) -> np.ndarray:
+        out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
+        out[..., :count] = d << np.uint64(shift) if shift else d
+        return out
+
+    return local_map(x.reshape(count), fill)
+
+
+async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
+    """Binary sharing (bit 0 of each word) of the top bit of x, i.e. [x < 0] in two's complement;
+    with ``bits`` < 64 the caller vouches that |x| < 2^(bits-1) (``_msb_lanes``).
+
+    With u + v = x, the top bit is u63 ^ v63 ^ c63, where the carry c63 is the generate signal
+    of bits 0..62, i.e. of all 64 bits of (u << 1, v << 1), from ``_carry_tree``. With the
+    carry-save round, about 28 bytes per comparison (3.5 AND words) instead of 104 for a full
+    Kogge-Stone circuit, in the same 8 rounds.
+    """
+    if bits < 33:
+        return await _msb_lanes(s, x, bits)
+    shape, count = x.shape, x.size
+    addends = await s.addends(x.reshape(count))
+    del x  # a caller's temporary goes here: every array of the first rounds is as large
+    split_addends = s.split_terms and len(addends) == 2  # ``Scheme.term_product`` applies
+    u, v = await reduce_components(s, addends)
+    del addends
+    top = local_map(s.xor(u, v), lambda d: (d >> np.uint64(63)).astype(np.uint8))
+    words = [_padded(u, 1), _padded(v, 1)]
+    del u, v
+    final = await _carry_tree(s, words, split_addends)
     carry = local_map(final, lambda d: _unpack_carries(d, count))
     return s.xor(top, carry).reshape(shape)
+
+
+def _bit_words(d: np.ndarray) -> np.ndarray:
+    """Bit 0 of every word, 64 to a word (value i at bit i mod 64 of word i div 64)."""
+    count = d.shape[-1]
+    padded = np.zeros(d.shape[:-1] + (-(-count // 64) * 64,), dtype=np.uint64)
+    padded[..., :count] = d & np.uint64(1)
+    grouped = padded.reshape(d.shape[:-1] + (-1, 64)) << _BIT_PLACES
+    return np.bitwise_or.reduce(grouped, axis=-1)
+
+
+def unpacked_bits(words: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` bits of opened words of ``greater_pairs`` as 0/1 int64, in value order."""
+    bits = (np.asarray(words, dtype=np.uint64)[..., None] >> _BIT_PLACES) & np.uint64(1)
+    return bits.reshape(-1)[:count].astype(np.int64)
+
+
+async def greater_pairs(s: Scheme, x: Shared, y: Shared, a: Shared, b: Shared) -> Shared:
+    """[(x, a) > (y, b)] lexicographically for binary sharings of unsigned 64-bit words x, y
+    and of words a, b below 2^32, all of shape (n,), as bits packed 64 to a word (value i at
+    bit i mod 64 of word i div 64: a last AND and an opening move a bit per value).
+
+    It is [x > y] XOR ([x == y] AND [a > b]) (the terms exclude each other). The carry out of
+    x + ~y is [x > y] (x + 2^64 - 1 - y reaches 2^64 exactly then) and its propagate signal,
+    every bit of x ^ ~y set, is [x == y]; a and b go two to a word (a_i in the high half,
+    a_(i+h) in the low one), whose 32-bit blocks' generate signals, read before the last
+    level, are [a > b] of each. One carry tree for all: about 2.5 + 1.25 AND words per
+    value, 8 rounds."""
+    n = x.size
+    h = -(-n // 2)
+
+    def paired(d: np.ndarray) -> np.ndarray:
+        out = d[..., :h] << np.uint64(32)
+        out[..., :n - h] ^= d[..., h:]
+        return out
+
+    count = n + h
+    u = _padded(concat([x, local_map(a.reshape(n), paired)]))
+    v = _padded(s.xor_public(concat([y, local_map(b.reshape(n), paired)]), _ALL_ONES))
+    gen, prop = await _blocks32(s, [u, v])
+    words = (1, gen.shape[0])
+    last = await s.and_(prop.reshape(words), stacked([s.shift(gen, 32).reshape(words),
+                                                      s.shift(prop, 32).reshape(words)], 0))
+
+    def bits(signal: Shared, low: bool = False) -> Shared:
+        return local_map(signal, lambda d: _unpack_carries(d, count, low))
+
+    words_greater = bits(s.xor(gen, last[0]))[:n]
+    words_equal = bits(last[1])[:n]
+    halves = concat([bits(gen)[n:], bits(gen, low=True)[n:]])[:n]
+    greater = s.xor(local_map(words_greater, _bit_words),
+                    await s.and_(local_map(words_equal, _bit_words), local_map(halves, _bit_words)))
+    return greater
 
 
 async def ltz(s: Scheme, x: Shared, bits: int = 64) -> Shared:

@@ -22,7 +22,12 @@ each contribution's row count and the size of the intersection:
    check that, and equal keys of a dishonest owner compared by hi' alone would show as a
    chain of comparisons whose place tells how many honest keys lie below them
    (docs/cheating.md). A public tie-breaker would not help (it orders the tied rows as the
-   owner chose); the secret index makes every tie an order as random as the rest. A
+   owner chose); the secret index makes every tie an order as random as the rest. The
+   sort compares binary forms of hi' and the index (one ``a2b`` of both columns after the
+   shuffle): a comparison with its pivot is one carry tree (``compare.greater_pairs``:
+   [hi'_p > hi'_r] and [hi'_p = hi'_r] from the hi' words, [i_p > i_r] from the indices,
+   below 2^32, two to a word), one AND and an opening, 64 outcomes to a word: about 3.8 AND
+   words where three arithmetic sign tests and an AND took 11.5 (docs/performance.md). A
    quicksort, with the first row of each part as its pivot (random after the shuffle),
    needs about 1.39 N log2 N comparisons in about 2-4 log2 N rounds of one batch each;
    the oblivious odd-even merge network of ``ops.sort`` needs N log2^2 N / 4 (3.3 times
@@ -33,8 +38,8 @@ each contribution's row count and the size of the intersection:
    0 < j < t (the same hi and contributions 0..t-1 in a row: tags are below 16, so keys of
    two hi differ by more than 7; testing every j, not only t - 1, keeps a dishonest owner's
    repeated key from filling another contribution's place): one batch of sign tests, then
-   ANDs. The joined row is row
-   s + j's first c_j columns for j = 0..t-1 side by side: local.
+   ANDs. The joined row is row s + j's first c_j columns for j = 0..t-1 side by side,
+   gathered from the shuffled table by the public order: local.
 5. The candidate rows and their flags are shuffled again, the flags opened: their number
    is the size of the intersection, and their positions are uniformly random, so that is
    all they tell. The flagged rows are the dataset's rows.
@@ -47,6 +52,13 @@ with the rest, so it carries MACs and vouchers like the key. Because those MAC c
 in parts, the joined rows' MACs are made again (``Scheme.refresh``) before anything else is
 computed on them (docs/active3.md, "Checking the MACs in parts would leak"). Whether a job
 aborts depends only on the cheater's errors and the checks' coins.
+
+Memory. A level of the sort and the adjacency test run in pieces that fit ``memory_budget``
+beside the table (``_piece``), one after the other (more rounds, only where a level does not
+fit). The table (N x (3 + max c_o) words), the candidates (N x (sum c_o + 1)) and each
+shuffle's copies of them are still held whole: at 10^6 records per owner and 20 columns that
+is more than the default 2 GiB per server in every setting (docs/performance.md), and a
+shuffle in column blocks over tables kept on disk is what is left to do.
 """
 
 from __future__ import annotations
@@ -57,17 +69,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpcnet.errors import CheatingDetected, InputError
-from mpcnet.ops.compare import msb
+from mpcnet.ops.compare import greater_pairs, msb, unpacked_bits
 from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith
+from mpcnet.ops.planner import COSTS, PIECE_OVERHEAD
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import HI_BITS
 from mpcnet.schemes.base import Scheme, Shared, concat, same_layout, split
-from mpcnet.schemes.base import join as stacked
 
 MAX_CONTRIBUTIONS = 8
 """Contributions one keyed dataset may have: their numbers fill the low 4 bits of the sort key,
 and the test of step 4 needs t <= 8."""
 TAG_BITS = 4
+MIN_PIECE = 1 << 16
+"""Fewest comparisons (or sign tests) at once when the budget is short: below, rounds dominate."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,26 +123,42 @@ def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Sha
 
 async def _opened_less(s: Scheme, keys: Shared, ties: Shared, rows: np.ndarray,
                        pivots: np.ndarray) -> np.ndarray:
-    """Opened [(key, tie) of each row < that of its pivot], lexicographically: with d, e the
-    differences of the keys and of the ties, [d < 0] XOR ([d = 0] AND [e < 0]), where
-    [d = 0] = 1 XOR [d < 0] XOR [-d < 0] (|d| < 2^62: d and -d are not both negative). One
-    batch of sign tests, one AND, one opening (0 or 1 per comparison)."""
-    d = s.sub(keys[rows], keys[pivots])
-    e = s.sub(ties[rows], ties[pivots])
-    below, above, tie_below = split(await msb(s, concat([d, s.neg(d), e])), [d.shape] * 3)
-    equal = s.xor_public(s.xor(below, above), 1)
-    less = s.xor(below, await s.and_(equal, tie_below))
-    return (np.asarray(await s.open_binary(less)) & np.uint64(1)).astype(np.int64)
+    """Opened [(key, tie) of each row < that of its pivot], lexicographically, on binary
+    sharings of the words (``greater_pairs``: the pivot's pair greater), 64 to a word."""
+    less = await greater_pairs(s, keys[pivots], keys[rows], ties[pivots], ties[rows])
+    return unpacked_bits(await s.open_binary(less), rows.size)
 
 
-async def sort_order(s: Scheme, keys: Shared, ties: Shared) -> np.ndarray:
+async def sort_order(s: Scheme, keys: Shared, ties: Shared, piece: int | None = None
+                     ) -> np.ndarray:
     """The public order (sorted position -> row) of shuffled rows by (``keys``, ``ties``)
-    lexicographically (each below 2^62, the pairs distinct): step 3, ``opened_quicksort``."""
+    lexicographically (arithmetic sharings of words, the ties below 2^32, the pairs
+    distinct): step 3, ``opened_quicksort``, on their binary forms (``a2b``, once), a
+    level's comparisons ``piece`` at a time (all at once without)."""
+    count = keys.shape[0]
+    keys, ties = split(await a2b(s, concat([keys, ties])), [(count,)] * 2)
 
     async def less(rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
-        return await _opened_less(s, keys, ties, rows, pivots)
+        step = piece or max(1, rows.size)
+        return np.concatenate([
+            await _opened_less(s, keys, ties, rows[at:at + step], pivots[at:at + step])
+            for at in range(0, rows.size, step)])
 
-    return await opened_quicksort(less, np.array([keys.shape[0]]))
+    return await opened_quicksort(less, np.array([count]))
+
+
+def _piece(s: Scheme, held: int, memory_budget: int) -> int:
+    """Comparisons of the sort (or sign tests of the adjacency test) at once in what
+    ``memory_budget`` leaves beside ``held`` bytes: each counted as one sign test in flight
+    with its check records, times the transport's copies (``planner.COSTS``,
+    ``PIECE_OVERHEAD``; measured in process per server and comparison of 5 AND words: 165,
+    280 and 2,000 bytes under passive3, active4 and active3, against 260, 500 and 2,700 for
+    a sign test),
+    at least MIN_PIECE. Pieces of one level run one after the other, each in its own
+    rounds (9, and active3's 4 of the AND check): more rounds only where a level does not
+    fit the budget."""
+    per = PIECE_OVERHEAD * COSTS[s.name].test_bytes
+    return max(MIN_PIECE, (memory_budget - held) // per)
 
 
 async def _all_zero(s: Scheme, diffs: Sequence[Shared]) -> Shared:
@@ -144,31 +174,68 @@ async def _all_zero(s: Scheme, diffs: Sequence[Shared]) -> Shared:
     return terms[0]
 
 
-async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]]) -> Joined:
+async def _held_by_all(s: Scheme, hi: Shared, lo: Shared, t: int, piece: int) -> Shared:
+    """Step 4: arithmetic [rows s..s+t-1 are one record's, in contribution order] for every
+    row s that can start one, from the sorted hi' and lo, in pieces of rows whose sign tests
+    number about ``piece``."""
+    n = hi.shape[0] - t + 1
+    step = max(1, piece // (4 * (t - 1)))
+    flags = []
+    for at in range(0, n, step):
+        rows = slice(at, min(n, at + step))
+        diffs = [s.add_public(s.sub(hi[at + j:rows.stop + j], hi[rows]), -j) for j in range(1, t)]
+        diffs += [s.sub(lo[at + j:rows.stop + j], lo[rows]) for j in range(1, t)]
+        flags.append(await bit_to_arith(s, await _all_zero(s, diffs)))
+    return concat(flags)
+
+
+async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
+                     memory_budget: int) -> Joined:
     """The rows of the records that every contribution holds (module docstring). ``parts``
     holds per contribution, in contribution order, its n_o x 2 hashes (hi, lo) and its n_o x
-    c_o columns, as input (authenticated under active3: the shuffle carries their MACs)."""
+    c_o columns, as input (authenticated under active3: the shuffle carries their MACs); the
+    sort's levels and the adjacency test run in pieces that fit ``memory_budget`` beside the
+    table (``_piece``)."""
     t = len(parts)
     if not 2 <= t <= MAX_CONTRIBUTIONS:
         raise InputError(f"a dataset keyed by record IDs needs 2 to {MAX_CONTRIBUTIONS} "
                          f"contributions to join, not {t}")
+    widths = [values.shape[1] for _, values in parts]
+    width = sum(widths)
+    if sum(values.shape[0] for _, values in parts) >= 1 << 32:
+        raise InputError("a keyed dataset's contributions hold 2^32 rows or more: the sort's "
+                         "secret tie-breaker, a row's index, takes 32 bits")
     with s.engine.phase("alignment"):
         hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]))
         table = await s.shuffle(_table(s, parts, hi))
+        piece = _piece(s, 2 * table.data.nbytes, memory_budget)
         keys, ties = (Shared(np.ascontiguousarray(table[:, c].data), s.lead) for c in (0, -1))
-        ordered = table[await sort_order(s, keys, ties)]
-        n = ordered.shape[0] - t + 1  # rows that can start a record held by all (>= 1)
-        hi, lo = ordered[:, 0], ordered[:, 1]
-        diffs = [s.add_public(s.sub(hi[j:j + n], hi[:n]), -j) for j in range(1, t)]
-        diffs += [s.sub(lo[j:j + n], lo[:n]) for j in range(1, t)]
-        held_by_all = await bit_to_arith(s, await _all_zero(s, diffs))
-        widths = [values.shape[1] for _, values in parts]
-        width = sum(widths)
-        joined = [ordered[j:j + n, 2:2 + widths[j]] for j in range(t)]
-        mixed = await s.shuffle(stacked([*joined, held_by_all.reshape(n, 1)], axis=1))
+        order = await sort_order(s, keys, ties, piece)
+        del keys, ties
+        held_by_all = await _held_by_all(s, table[order, 0], table[order, 1], t, piece)
+        candidates = _candidates(table, order, widths, held_by_all)
+        del table, held_by_all
+        mixed = await s.shuffle(candidates)
+        del candidates
         flags = np.asarray(await s.open(mixed[:, width]))
         if not np.isin(flags, (0, 1)).all():
             raise CheatingDetected("alignment", "a record's flag opened to neither 0 nor 1")
         kept = np.flatnonzero(flags == 1)
         values = await s.refresh(mixed[kept, :width])
     return Joined(values, int(kept.size))
+
+
+def _candidates(table: Shared, order: np.ndarray, widths: list[int], flags: Shared) -> Shared:
+    """The n x (sum c_o + 1) rows that may be joined, the flag last: for every sorted row s
+    that can start a record, rows s + j's first c_j columns side by side (j = 0..t-1),
+    gathered from the shuffled table by the public order (no sorted copy of the table)."""
+    n, lead = flags.shape[0], table.lead
+    at = (slice(None),) * lead
+    data = np.empty(table.data.shape[:lead] + (n, sum(widths) + 1), dtype=np.uint64)
+    start = 0
+    for j, w in enumerate(widths):
+        data[at + (slice(None), slice(start, start + w))] = \
+            table.data[at + (order[j:j + n, None], np.arange(2, 2 + w))]
+        start += w
+    data[at + (slice(None), -1)] = flags.data
+    return Shared(data, lead)

@@ -29,7 +29,10 @@ KINDS: dict[str, tuple[str, ...]] = {
     "active3": ("product", "shuffle", "output-product", "output-hash", "output-relay", "and",
                 "triple", "triple-hash", "triple-relay", "mac-sum", "coin", "mac-product",
                 "check-open", "check-open-hash", "and-claim", "mac-claim", "open-value",
-                "open-hash", "and-hash", "mac-hash", "input-hash"),
+                "open-hash", "and-hash", "mac-hash", "input-hash",
+                # the AND proofs (dzkp): the commitment to the AND messages, each level's
+                # share and its commitment, the verifiers' coins and their closing messages
+                "and-commit", "and-proof", "and-proof-hash", "and-coin", "and-close"),
 }
 
 

@@ -4,7 +4,8 @@ Security with abort against one malicious server of three. [DEK20] Dalskov, Escu
 "Secure Evaluation of Quantized Neural Networks", PoPETs 2020 (SPDZ-wise replicated 3PC over
 Z_2^(k+s)); [SPDZ2k] Cramer, Damgard, Escudero, Scholl, Xing, CRYPTO 2018. ``Spdz3`` composes
 the sharing and its operations (on ``rep3_wide``) with the checks, each a module of its own:
-``mac_check`` (the MAC check and its folding), ``and_check`` (the AND check and its plan),
+``mac_check`` (the MAC check and its folding), ``and_check`` (the AND check and its plan;
+or ``dzkp``, each party's proof of its AND messages, when ``proves_ands`` is set),
 ``freivalds`` (the output test of D'), ``commitment`` (commitments and the coin) and
 ``zero_tests`` (the claims the zero tests and the input check compare by digest).
 
@@ -38,10 +39,13 @@ on secret data (docs/cheating.md has the table and the attacks).
   the other factor (``mac_check`` has why the argument holds); their v axis has one entry.
 
 ``verify`` runs every pending check (``pending_checks``) in four rounds: triples with the MAC
-sums, coin with alpha w, the AND check's openings, the zero tests' digests; an honest party
-sends its coin word only once it holds both neighbours' round-1 messages, whose triple terms
-are committed. ``checkpoint`` (a job too large to keep every record) checks the ANDs and folds
-the MAC records, so the MAC check stays one zero test over the job (docs/active3.md).
+sums, coin with alpha w, the AND check's openings, the zero tests' digests (with the proofs:
+the commitment to the AND messages instead of the triples, then the proofs' rounds instead
+of the openings: two per level, 7 levels for a million AND words, and a closing one); an
+honest party sends its coin word only once it holds both neighbours' round-1 messages, whose
+triple terms (or AND messages) are committed. ``checkpoint`` (a job too large to keep every
+record) checks the ANDs and folds the MAC records, so the MAC check stays one zero test over
+the job (docs/active3.md).
 
 A subclass of ``Rep3``, not a wrapper around it (as MP-SPDZ's ``SpdzWise`` wraps a passive
 protocol): the binary world is rep3's, inherited (each AND is only queued); the arithmetic
@@ -49,6 +53,9 @@ world has another layout (Z_2^128, value and MAC), overridden on ``rep3_wide``'s
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,12 +67,13 @@ from mpcnet.ring import to_ring
 from mpcnet.schemes.and_check import SIGMA, And, Triples, and_openings, and_words, check_plan
 from mpcnet.schemes.base import Public, Shared, broadcast_data
 from mpcnet.schemes.commitment import check_commitment, coin_seed, commitment
+from mpcnet.schemes.dzkp import Prover, Verifier, grouped, level_weights, proof_plan
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.freivalds import freivalds_vector, residual
 from mpcnet.schemes.keys import pairwise_prfs
 from mpcnet.schemes.mac_check import MacRecords, local_terms
 from mpcnet.schemes.rep3_wide import Part, Rep3Wide, lift, replicated_factors
-from mpcnet.schemes.replicated import DIGEST_WORDS
+from mpcnet.schemes.replicated import DIGEST_WORDS, RunningHash, digest_words
 from mpcnet.schemes.zero_tests import Claims, zero_claim
 
 __all__ = ["SIGMA", "Spdz3", "check_plan"]
@@ -76,6 +84,20 @@ CHECKS = ("AND", "MAC")  # zero tests compared by digest in the last round of ``
 INPUTS = "input consistency"  # compared in a round of its own, before inputs are used
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
+ProvedAnd = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""An AND queued for the proof (``dzkp``): x, y words (slot, n), e_A = x_{i+1} y_{i+1} ^
+z_{i+1} ^ F_{i,i+1} (this party as A of the next party's proof) and F_{i-1,i} (as its B of
+the previous party's proof), (n,) each."""
+
+
+@dataclass(frozen=True)
+class Proofs:
+    """One check's AND proof records and the running digests of the AND messages they cover
+    (sent to the next party, received from the previous)."""
+
+    records: list[ProvedAnd]
+    sent: RunningHash
+    got: RunningHash
 
 
 def _authenticated(x: Shared) -> bool:
@@ -113,7 +135,10 @@ class Spdz3(Rep3Wide):
         self._alpha = self._random128(())  # (limb, slot): the MAC key
         self._macs = MacRecords()  # the MAC check's records (mac_check)
         self._ands: list[And] = []  # the AND check's (x, y, z) words (and_check)
+        self._proved: list[ProvedAnd] = []  # the AND proof's words (dzkp)
+        self._sent_and, self._got_and = RunningHash(b"and"), RunningHash(b"and")
         self._claims = Claims((*CHECKS, INPUTS))  # the zero tests' and inputs' digests
+        self._deferred = 0  # checkpoints whose rounds (checkpoint_later) have not run yet
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Spdz3:
@@ -138,9 +163,10 @@ class Spdz3(Rep3Wide):
         arrays = [np.asarray(d, dtype=U64) for d in shares]
         if not arrays:
             return []
+        self._refuse_earlier_inputs()
         for a in arrays:
             self._note_input_words(a)
-        await self.verify_inputs()
+        await self._input_check()
         flat = np.concatenate([a.reshape(2, -1) for a in arrays], axis=1)
         data = await self._authenticate(lift(flat)) if authenticate else lift(flat)[:, :, None]
         out, start = [], 0
@@ -319,11 +345,60 @@ class Spdz3(Rep3Wide):
         await self.verify_inputs()
         return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
 
+    async def open_of(self, x: Shared, inputs: Sequence[Shared], binary: bool = False
+                      ) -> np.ndarray:
+        """x once the pending ANDs and the MACs of ``inputs`` pass a check of their own
+        (``Scheme.open_of``), in the four rounds of ``verify``, with coefficients drawn now
+        for the inputs' records alone; every MAC record stays queued, so the job's one MAC
+        zero test still weighs them all, these included, with coefficients of its own.
+        ``inputs`` must carry no product: inputs, shuffles of them and their local
+        combinations, whose MAC errors are the cheater's own, so this test's outcome depends
+        on those errors and alpha only (a product's record would carry an earlier error
+        times a secret). And as the job's test keeps every record at which an error first
+        appears, the argument of ``mac_check`` holds for it unchanged, whatever passed here:
+        nothing is checked in parts (docs/cheating.md, "The best-split Gini's sort")."""
+        self.engine.alone("open_of")
+        if self._deferred:
+            raise RuntimeError("open_of before the rounds of a checkpoint_later ran")
+        await self.verify_inputs()
+        records = [np.ascontiguousarray(_require_mac(v).data).reshape(2, 2, 2, -1)
+                   for v in inputs]
+        ands, self._ands = self._ands, []
+        if ands or records:
+            await self._check(ands, self._mac_sums(records) if records else None)
+        return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
+
     # -- binary ----------------------------------------------------------------------------
+    proves_ands = False
+    """Check the ANDs by each party's proof of its messages (``dzkp``) rather than by
+    triples with cut-and-choose (``and_check``): on SpeedDating 139 instead of 312 MB per
+    server, but 165 instead of 101 rounds and about twice the servers' CPU time
+    (docs/active3.md, "The AND proof"), so the triples stay the default for now."""
+
     async def and_(self, x: Shared, y: Shared) -> Shared:
         a, b = np.broadcast_arrays(x.data, y.data)
-        z = await self._reshare(self._and_terms(a, b), True, "and")
-        self._ands.append((a.reshape(2, -1), b.reshape(2, -1), z.data.reshape(2, -1)))
+        if not self.proves_ands:
+            z = await self._reshare(self._and_terms(a, b), True, "and")
+            self._ands.append((a.reshape(2, -1), b.reshape(2, -1), z.data.reshape(2, -1)))
+            return z
+        # Rep3._and_terms with its zero words kept: the proofs' verifiers need them
+        shape = a.shape[1:]
+        f_next, f_prev = self._next.words(shape), self._prev.words(shape)
+        out = self._terms(shape)
+        term = out[0] if out.ndim > 1 else out[0:1]
+        np.bitwise_xor(b[0], b[1], out=term)
+        term &= a[0]
+        term ^= a[1] & b[0]
+        term ^= f_next
+        term ^= f_prev
+        z = await self._reshare(out, True, "and")
+        xs, ys, zs = a.reshape(2, -1), b.reshape(2, -1), z.data.reshape(2, -1)
+        self._sent_and.update(np.ascontiguousarray(zs[0]))
+        self._got_and.update(np.ascontiguousarray(zs[1]))
+        e_a = xs[1] & ys[1]
+        e_a ^= zs[1]
+        e_a ^= f_next.reshape(-1)
+        self._proved.append((xs, ys, e_a, f_prev.reshape(-1)))
         return z
 
     async def open_binary(self, x: Shared) -> np.ndarray:
@@ -384,13 +459,13 @@ class Spdz3(Rep3Wide):
         slot 1: a digest of each goes to the other holder."""
         self._claims.note(INPUTS, words[1], words[0])
 
-    async def verify_inputs(self) -> None:
+    def _inputs_pending(self) -> bool:
+        return INPUTS in self._claims.pending
+
+    async def _input_check(self) -> None:
         """One round: the digest of each input component this party holds goes to its other
         holder, so both holders of every component compare before anything is computed on
-        it (nothing when no input is pending)."""
-        if INPUTS not in self._claims.pending:
-            return
-        self.engine.alone("the input check")
+        it. The digests are taken before the round (``Scheme._input_check``)."""
         claims, expected = self._claims.take((INPUTS,))
         of_slot1, of_slot0 = claims[INPUTS], expected[INPUTS]
         got = await self.engine.exchange(
@@ -414,20 +489,55 @@ class Spdz3(Rep3Wide):
         """The inputs and ANDs queued so far are checked now (their outcomes depend on the
         cheater's errors and the coins only); the MAC records are folded, not checked in
         parts (``mac_check``: why), into the one MAC zero test of the next ``verify``."""
-        self.engine.alone("checkpoint")
         await self.verify_inputs()
+        await self.checkpoint_later()
+
+    def checkpoint_later(self) -> Awaitable[None]:
+        """``checkpoint``'s records fixed now and its rounds returned (``Scheme``): the MAC
+        records are folded at once (their coefficients drawn now, after every record they
+        weigh; nothing is sent) and the ANDs queued so far taken, so the returned rounds
+        check exactly those ANDs, whatever the job queues meanwhile. They are ``verify``'s
+        rounds 1-4 for the ANDs alone (triples, coin, openings, digests); their coin is drawn
+        after every AND and triple they test is fixed, which is all the AND check needs, so
+        they may travel beside the next block's rounds (docs/active3.md, "Checks beside the
+        next block"). Refused while inputs are pending (``verify_inputs`` first): the next
+        block could compute on them before their check."""
+        self.engine.alone("checkpoint")
+        if self._inputs_pending():
+            raise RuntimeError("checkpoint_later with inputs pending: run verify_inputs first")
         self._macs.fold(self._mac_sums)
-        if self._ands:
-            ands, self._ands = self._ands, []
-            await self._check(ands, None)
+        ands, self._ands = self._ands, []
+        proofs = self._take_proofs()
+        self._deferred += 1
+
+        async def rounds() -> None:
+            if ands or proofs is not None:
+                await self._check(ands, None, proofs)
+            self._deferred -= 1
+        return rounds()
+
+    def _take_proofs(self) -> Proofs | None:
+        """The AND proof's records queued so far and the running digests of the AND messages
+        they cover, taken (fresh ones begin), so that a check whose rounds run later proves
+        exactly these messages; None when nothing is to be proved."""
+        if not self._proved:
+            return None
+        proofs = Proofs(self._proved, self._sent_and, self._got_and)
+        self._proved = []
+        self._sent_and, self._got_and = RunningHash(b"and"), RunningHash(b"and")
+        return proofs
 
     def pending_checks(self) -> list[str]:
-        """Every check with something queued: the inputs' digests, ANDs, MAC records (or
-        folded terms) and zero tests' claims (Freivalds' among the MAC ones). ``verify``
-        runs whenever any is pending, so no queued claim waits for a check that never comes."""
-        queued = {INPUTS: INPUTS in self._claims.pending, "AND": bool(self._ands),
+        """Every check with something queued: the inputs' digests, ANDs (to check by triples
+        or to prove), MAC records (or folded terms), zero tests' claims (Freivalds' among the
+        MAC ones) and the ANDs of a ``checkpoint_later`` whose rounds have not run. ``verify``
+        runs whenever any is pending, so no queued claim waits for a check that never comes;
+        the last one it cannot run (those ANDs were handed to the rounds), so it refuses."""
+        queued = {INPUTS: INPUTS in self._claims.pending,
+                  "AND": bool(self._ands or self._proved),
                   "MAC": self._macs.pending,
-                  "zero tests": bool(self._claims.pending & set(CHECKS))}
+                  "zero tests": bool(self._claims.pending & set(CHECKS)),
+                  "checkpoint rounds not run": self._deferred > 0}
         return [check for check, pending in queued.items() if pending]
 
     async def verify(self) -> None:
@@ -437,7 +547,8 @@ class Spdz3(Rep3Wide):
         A check this method does not run would be left pending, which is refused, and so is a
         verify inside ``RoundEngine.together`` (``alone``)."""
         self.engine.alone("verify")
-        await self.verify_inputs()
+        if self._inputs_pending():
+            await self._input_check()
         if not self.pending_checks():
             return
         ands, self._ands = self._ands, []
@@ -445,15 +556,24 @@ class Spdz3(Rep3Wide):
         if self.pending_checks():
             raise RuntimeError(f"verify left checks pending: {self.pending_checks()}")
 
-    async def _check(self, ands: list[And], sums: np.ndarray | None) -> None:
-        """The AND check of ``ands`` and the MAC check of this party's terms ``sums`` of w
-        and u (either may be absent), in the four rounds of ``verify``; the last compares
-        every zero test's claims, those queued earlier included (Freivalds')."""
+    async def _check(self, ands: list[And], sums: np.ndarray | None,
+                     proofs: Proofs | None = None) -> None:
+        """The AND check of ``ands`` (or the proof of ``proofs``, those queued now if not
+        given) and the MAC check of this party's terms ``sums`` of w and u (any may be
+        absent), in the four rounds of ``verify``; the last compares every zero test's
+        claims, those queued earlier included (Freivalds')."""
         triples = self._triple_terms(ands)
+        proofs = self._take_proofs() if proofs is None else proofs
+        proved = [] if proofs is None else proofs.records
         # round 1: the triples' AND terms and the terms of w and u to the previous party, a
         # digest of the terms to the next party (the commitment, relayed in round 2)
         back: list[Part] = [] if triples is None else [("triple", triples[2][0])]
         forward: list[Part] = []
+        if proved:  # the proofs' keys; the AND messages to A, committed to B (``dzkp``)
+            keys = self._proof_keys()
+            assert proofs is not None
+            forward.append(("and-commit", commitment(keys[0].words(4).tobytes(),
+                                                     digest_words(proofs.sent))))
         if triples is not None:
             # salted with the key shared with the terms' receiver (``commitment``: why)
             salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
@@ -461,15 +581,18 @@ class Spdz3(Rep3Wide):
             forward.append(("triple-hash", self._commitment(salt_out, triples[2][0])))
         if sums is not None:
             back.append(("mac-sum", sums))
-        if back:
-            got, committed = await self._ring_round(back, forward,
-                                                    "AND" if triples is not None else "MAC")
+        if back or forward:
+            got, committed = await self._ring_round(
+                back, forward, "AND" if triples is not None or proved else "MAC")
         # round 2: the coin (it fixes the AND matching), the relayed commitment and alpha w
         back, forward = [], []
         if triples is not None:
             triples[2][1] = got[0]
+        if triples is not None or proved:
             back.append(("coin", self._next.words(2)))
-            forward += [("coin", self._prev.words(2)), ("triple-relay", committed[0])]
+            forward.append(("coin", self._prev.words(2)))
+        if triples is not None:
+            forward.append(("triple-relay", committed[0]))
         if sums is not None:
             w_u = np.stack([sums, got[-1]], axis=1)  # (limb, slot, v): replicated w and u
             alpha_w = self._product_term(self._alpha[..., None], w_u[:, :, VALUE:VALUE + 1])
@@ -484,8 +607,66 @@ class Spdz3(Rep3Wide):
             self._check_commitment(got[0], from_prev[1], salt_in)
             seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
             await self._check_ands(ands, triples, seed)
+        if proved:
+            seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
+            assert proofs is not None
+            await self._prove_ands(proved, seed, keys, committed[0], proofs.got)
         # round 4: the digests of the zero tests
         await self._compare_digests(CHECKS)
+
+    def _proof_keys(self) -> tuple[PRF, PRF, PRF, PRF, PRF, PRF]:
+        """Fresh keys for one check's proofs, three from each pairwise key in the same order
+        at both ends (for the proof of its first holder, of its second, and the coins of the
+        third party's): (as prover: with A, with B; as A of the next party's proof: with its
+        prover, coins; as B of the previous party's: with its prover, coins)."""
+        nxt = [PRF(self._next.words(2).tobytes()) for _ in range(3)]
+        prv = [PRF(self._prev.words(2).tobytes()) for _ in range(3)]
+        return prv[1], nxt[0], nxt[1], prv[2], prv[0], nxt[2]
+
+    async def _prove_ands(self, proved: list[ProvedAnd], seed: bytes,
+                          keys: tuple[PRF, PRF, PRF, PRF, PRF, PRF],
+                          commit_in: np.ndarray, got: RunningHash) -> None:
+        """Each party proves its AND messages to the other two (``dzkp``), the three proofs in
+        the same rounds: per level its share of Q to A (the previous party) and the commitment
+        to it to B (the next), then both verifiers' coins; last, each verifier's closing to the
+        other, B's with the commitments it holds (the prover's to the AND messages ``commit_in``
+        from round 1 among them), which A compares with what it received."""
+        plan = proof_plan(sum(r[2].size for r in proved))
+        weights = level_weights(plan, seed)
+        # x_i, x_{i+1}, y_i, y_{i+1}, e_A, e_B in the proof's layout, each held once for the
+        # three roles
+        x0, x1, y0, y1 = (grouped([r[j][slot] for r in proved], plan)
+                          for j, slot in ((0, 0), (0, 1), (1, 0), (1, 1)))
+        e_a, e_b = (grouped([r[j] for r in proved], plan) for j in (2, 3))
+        del proved[:]  # the records go: the layout above is all the proofs read
+        prover = Prover((x0, y0), (y1, x1), plan, weights, keys[0], keys[1])
+        salt_in = keys[2].words(4).tobytes()  # as A: the salt of the AND messages' commitment
+        as_a = Verifier(True, (x1, y1), e_a, plan, weights, keys[2], keys[3])
+        as_b = Verifier(False, (y0, x0), e_b, plan, weights, keys[4], keys[5])
+        del x0, x1, y0, y1, e_a, e_b
+        for _ in range(len(plan.radices) + 2):
+            share, commit = prover.message()
+            self._observe("and-proof-salt", prover.salt)
+            from_next, from_prev = await self._ring_round(
+                [("and-proof", share)], [("and-proof-hash", commit)], "AND")
+            as_a.receive(from_next[0])
+            as_b.receive(from_prev[0])
+            from_next, from_prev = await self._ring_round(
+                [("and-coin", np.asarray([as_b.coin()], dtype=U64))],
+                [("and-coin", np.asarray([as_a.coin()], dtype=U64))], "AND")
+            prover.advance(int(from_prev[0][0]), int(from_next[0][0]))
+            as_a.advance()
+            as_b.advance()
+        from_next, from_prev = await self._ring_round(
+            [("and-close", as_a.closing())],
+            [("and-close", np.concatenate([as_b.closing(), commit_in.reshape(-1)]))], "AND")
+        as_b.check(from_next[0], self.party)
+        closing = from_prev[0]
+        as_a.check(closing[:-DIGEST_WORDS], self.party)
+        sent = commitment(salt_in, digest_words(got))
+        if not np.array_equal(closing[-DIGEST_WORDS:], sent):
+            raise CheatingDetected("AND", f"party {self.party}: party {self.next_party}'s AND "
+                                          "messages do not match their commitment")
 
     def _triple_terms(self, ands: list[And]) -> Triples | None:
         """The AND check's random triples: a, b (slot, pool, P) and c with this party's

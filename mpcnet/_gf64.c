@@ -1,0 +1,360 @@
+/* Layer: arithmetic. The loops of mpcnet/gf64.py, compiled: GF(2^64) products and the bit-level
+ * sums of the AND proof (mpcnet/schemes/dzkp.py).
+ *
+ * GF(2^64) = GF(2)[x] / (x^64 + x^4 + x^3 + x + 1); an element is a uint64 word, bit d the
+ * coefficient of x^d; addition is XOR. A product is a carry-less multiply (the CPU's PCLMULQDQ
+ * where it has one, else a loop) and one reduction; sums of products are accumulated unreduced
+ * (128 bits) and reduced once. Arrays are passed through the buffer protocol as C-contiguous
+ * uint64 buffers; the Python wrapper (mpcnet.gf64) checks shapes and allocates outputs.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef unsigned __int128 u128;
+
+static u128 clmul_loop(uint64_t a, uint64_t b) {
+    u128 r = 0, wide = a;
+    while (b) {
+        if (b & 1) r ^= wide;
+        wide <<= 1;
+        b >>= 1;
+    }
+    return r;
+}
+
+#if defined(__x86_64__)
+#include <smmintrin.h>
+#include <wmmintrin.h>
+__attribute__((target("pclmul,sse4.1"))) static u128 clmul_hw(uint64_t a, uint64_t b) {
+    __m128i p = _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)a),
+                                     _mm_cvtsi64_si128((long long)b), 0);
+    uint64_t lo = (uint64_t)_mm_cvtsi128_si64(p), hi = (uint64_t)_mm_extract_epi64(p, 1);
+    return ((u128)hi << 64) | lo;
+}
+#endif
+
+static u128 (*clmul)(uint64_t, uint64_t) = clmul_loop;
+
+/* x^64 = x^4 + x^3 + x + 1: fold the high word twice (the second fold has at most 4 bits) */
+static inline uint64_t reduce(u128 v) {
+    uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64);
+    uint64_t t = hi ^ (hi >> 60) ^ (hi >> 61) ^ (hi >> 63);
+    return lo ^ t ^ (t << 1) ^ (t << 3) ^ (t << 4);
+}
+
+/* M(g) = XOR over the 8 bytes j of g of tables[j][byte j]: a GF(2)-linear map of a word */
+static inline uint64_t linear_map(const uint64_t *tables, uint64_t g) {
+    uint64_t h = 0;
+    for (int j = 0; j < 8; j++) h ^= tables[(j << 8) | ((g >> (8 * j)) & 0xff)];
+    return h;
+}
+
+static int get(PyObject *obj, Py_buffer *view, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+    if (view->itemsize != 8) {
+        PyErr_SetString(PyExc_TypeError, "gf64 kernels take uint64 buffers");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+#define WORDS(view) ((Py_ssize_t)((view).len / 8))
+#define DATA(view) ((uint64_t *)(view).buf)
+
+/* mul(a, b, out): out[i] = a[i] b[i]; a or b may hold one element (broadcast) */
+static PyObject *py_mul(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *oa, *ob, *oo;
+    if (!PyArg_ParseTuple(args, "OOO", &oa, &ob, &oo)) return NULL;
+    Py_buffer a, b, o;
+    if (get(oa, &a, 0) < 0) return NULL;
+    if (get(ob, &b, 0) < 0) { PyBuffer_Release(&a); return NULL; }
+    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&a); PyBuffer_Release(&b); return NULL; }
+    Py_ssize_t n = WORDS(o), sa = WORDS(a) == 1 ? 0 : 1, sb = WORDS(b) == 1 ? 0 : 1;
+    if ((sa && WORDS(a) != n) || (sb && WORDS(b) != n)) {
+        PyErr_SetString(PyExc_ValueError, "gf64.mul: lengths differ");
+    } else {
+        const uint64_t *pa = DATA(a), *pb = DATA(b);
+        uint64_t *po = DATA(o);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) po[i] = reduce(clmul(pa[i * sa], pb[i * sb]));
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&a); PyBuffer_Release(&b); PyBuffer_Release(&o);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* smul(a, b): a b for two scalars */
+static PyObject *py_smul(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long a, b;
+    if (!PyArg_ParseTuple(args, "KK", &a, &b)) return NULL;
+    return PyLong_FromUnsignedLongLong(reduce(clmul((uint64_t)a, (uint64_t)b)));
+}
+
+/* dot(a, b): the sum of a[i] b[i] */
+static PyObject *py_dot(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *oa, *ob;
+    if (!PyArg_ParseTuple(args, "OO", &oa, &ob)) return NULL;
+    Py_buffer a, b;
+    if (get(oa, &a, 0) < 0) return NULL;
+    if (get(ob, &b, 0) < 0) { PyBuffer_Release(&a); return NULL; }
+    uint64_t r = 0;
+    if (WORDS(a) != WORDS(b)) {
+        PyErr_SetString(PyExc_ValueError, "gf64.dot: lengths differ");
+    } else {
+        const uint64_t *pa = DATA(a), *pb = DATA(b);
+        Py_ssize_t n = WORDS(a);
+        u128 acc = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) acc ^= clmul(pa[i], pb[i]);
+        Py_END_ALLOW_THREADS
+        r = reduce(acc);
+    }
+    PyBuffer_Release(&a); PyBuffer_Release(&b);
+    if (PyErr_Occurred()) return NULL;
+    return PyLong_FromUnsignedLongLong(r);
+}
+
+/* weigh(words, eps, tables): the sum over k of eps[k] M(words[k]); tables (8, 256) */
+static PyObject *py_weigh(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ow, *oe, *ot;
+    if (!PyArg_ParseTuple(args, "OOO", &ow, &oe, &ot)) return NULL;
+    Py_buffer w, e, t;
+    if (get(ow, &w, 0) < 0) return NULL;
+    if (get(oe, &e, 0) < 0) { PyBuffer_Release(&w); return NULL; }
+    if (get(ot, &t, 0) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&e); return NULL; }
+    uint64_t r = 0;
+    if (WORDS(w) != WORDS(e) || WORDS(t) != 8 * 256) {
+        PyErr_SetString(PyExc_ValueError, "gf64.weigh: shapes");
+    } else {
+        const uint64_t *pw = DATA(w), *pe = DATA(e), *pt = DATA(t);
+        Py_ssize_t n = WORDS(w);
+        u128 acc = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < n; k++) acc ^= clmul(pe[k], linear_map(pt, pw[k]));
+        Py_END_ALLOW_THREADS
+        r = reduce(acc);
+    }
+    PyBuffer_Release(&w); PyBuffer_Release(&e); PyBuffer_Release(&t);
+    if (PyErr_Occurred()) return NULL;
+    return PyLong_FromUnsignedLongLong(r);
+}
+
+/* cross(p0, p1, q0, q1, groups, eps, tables, out): p*, q* (groups, K) words, out (groups,
+ * groups): out[l][l'] = sum over k of eps[k] M(p0[l][k] q0[l'][k] ^ p1[l][k] q1[l'][k]) with
+ * AND and XOR on the words: the prover's sums of the first compression */
+static PyObject *py_cross(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *obj[7], *oo;
+    Py_ssize_t groups;
+    if (!PyArg_ParseTuple(args, "OOOOnOOO", &obj[0], &obj[1], &obj[2], &obj[3], &groups,
+                          &obj[4], &obj[5], &oo))
+        return NULL;
+    Py_buffer v[7], o;
+    int got = 0;
+    for (; got < 6; got++)
+        if (get(obj[got], &v[got], 0) < 0) break;
+    if (got < 6 || get(oo, &o, 1) < 0) {
+        for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+        return NULL;
+    }
+    Py_ssize_t n = WORDS(v[4]);
+    int ok = groups > 0 && WORDS(o) == groups * groups && WORDS(v[5]) == 8 * 256;
+    for (int i = 0; i < 4; i++) ok = ok && WORDS(v[i]) == groups * n;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "gf64.cross: shapes");
+    } else {
+        const uint64_t *p0 = DATA(v[0]), *p1 = DATA(v[1]), *q0 = DATA(v[2]), *q1 = DATA(v[3]);
+        const uint64_t *pe = DATA(v[4]), *pt = DATA(v[5]);
+        uint64_t *po = DATA(o);
+        Py_ssize_t g2 = groups * groups;
+        u128 *acc = (u128 *)PyMem_RawCalloc((size_t)g2, sizeof(u128));
+        if (acc == NULL) {
+            PyErr_NoMemory();
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            for (Py_ssize_t k = 0; k < n; k++) {
+                uint64_t e = pe[k];
+                for (Py_ssize_t l = 0; l < groups; l++) {
+                    uint64_t a0 = p0[l * n + k], a1 = p1[l * n + k];
+                    for (Py_ssize_t m = 0; m < groups; m++) {
+                        uint64_t g = (a0 & q0[m * n + k]) ^ (a1 & q1[m * n + k]);
+                        if (g) acc[l * groups + m] ^= clmul(e, linear_map(pt, g));
+                    }
+                }
+            }
+            for (Py_ssize_t i = 0; i < g2; i++) po[i] = reduce(acc[i]);
+            Py_END_ALLOW_THREADS
+            PyMem_RawFree(acc);
+        }
+    }
+    for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
+    PyBuffer_Release(&o);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* fold(words, groups, tables, out): words (groups, K), tables (ceil(groups / 8), 256), out
+ * (64, K): out[b][k] = XOR over c of tables[c][the byte of bits b of words[8c..8c+7][k]],
+ * i.e. sum over l of lambda_l times bit b of words[l][k] when tables[c][y] is the sum of
+ * lambda_{8c+i} over the set bits i of y: the verifiers' first compression */
+static PyObject *py_fold(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ow, *ot, *oo;
+    Py_ssize_t groups;
+    if (!PyArg_ParseTuple(args, "OnOO", &ow, &groups, &ot, &oo)) return NULL;
+    Py_buffer w, t, o;
+    if (get(ow, &w, 0) < 0) return NULL;
+    if (get(ot, &t, 0) < 0) { PyBuffer_Release(&w); return NULL; }
+    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&t); return NULL; }
+    Py_ssize_t chunks = (groups + 7) / 8;
+    Py_ssize_t n = groups > 0 ? WORDS(w) / groups : 0;
+    if (groups <= 0 || WORDS(w) != groups * n || WORDS(t) != chunks * 256 || WORDS(o) != 64 * n) {
+        PyErr_SetString(PyExc_ValueError, "gf64.fold: shapes");
+    } else {
+        const uint64_t *pw = DATA(w), *pt = DATA(t);
+        uint64_t *po = DATA(o);
+        Py_BEGIN_ALLOW_THREADS
+        memset(po, 0, (size_t)(64 * n) * 8);
+        for (Py_ssize_t c = 0; c < chunks; c++) {
+            const uint64_t *table = pt + 256 * c;
+            Py_ssize_t first = 8 * c, last = first + 8 < groups ? first + 8 : groups;
+            for (Py_ssize_t k = 0; k < n; k++) {
+                uint64_t col[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (Py_ssize_t l = first; l < last; l++) col[l - first] = pw[l * n + k];
+                uint64_t *column = po + k;
+                for (int j = 0; j < 8; j++) {
+                    /* byte i of x: byte j of word i; transposed, byte b of x holds bit b of
+                     * those bytes, one bit per word (an 8 x 8 bit transpose) */
+                    uint64_t x = 0, t;
+                    for (int i = 0; i < 8; i++) x |= ((col[i] >> (8 * j)) & 0xff) << (8 * i);
+                    t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL; x ^= t ^ (t << 7);
+                    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL; x ^= t ^ (t << 14);
+                    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL; x ^= t ^ (t << 28);
+                    for (int b = 0; b < 8; b++)
+                        column[(8 * j + b) * n] ^= table[(x >> (8 * b)) & 0xff];
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&w); PyBuffer_Release(&t); PyBuffer_Release(&o);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* combine(coefficients, rows, out): rows (L, n), out (n): out[i] = sum_l c_l rows[l][i] */
+static PyObject *py_combine(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *oc, *orows, *oo;
+    if (!PyArg_ParseTuple(args, "OOO", &oc, &orows, &oo)) return NULL;
+    Py_buffer c, r, o;
+    if (get(oc, &c, 0) < 0) return NULL;
+    if (get(orows, &r, 0) < 0) { PyBuffer_Release(&c); return NULL; }
+    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&c); PyBuffer_Release(&r); return NULL; }
+    Py_ssize_t groups = WORDS(c), n = WORDS(o);
+    if (groups <= 0 || WORDS(r) != groups * n) {
+        PyErr_SetString(PyExc_ValueError, "gf64.combine: shapes");
+    } else {
+        const uint64_t *pc = DATA(c), *pr = DATA(r);
+        uint64_t *po = DATA(o);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            u128 acc = 0;
+            for (Py_ssize_t l = 0; l < groups; l++) acc ^= clmul(pc[l], pr[l * n + i]);
+            po[i] = reduce(acc);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&c); PyBuffer_Release(&r); PyBuffer_Release(&o);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* level(u, v, theta, lam, out): u, v (L, n), theta (n), lam (E, L), out (L + E): the values
+ * at the points 0..L+E-1 of sum_i theta_i U_i(X) V_i(X), U_i and V_i the polynomials through
+ * u[., i] and v[., i] at 0..L-1 (lam[e] their Lagrange coefficients at the point L + e) */
+#define MAX_GROUPS 64
+static PyObject *py_level(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *obj[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4]))
+        return NULL;
+    Py_buffer v[5];
+    for (int i = 0; i < 5; i++) {
+        if (get(obj[i], &v[i], i == 4) < 0) {
+            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = WORDS(v[2]), out_len = WORDS(v[4]);
+    Py_ssize_t groups = n > 0 ? WORDS(v[0]) / n : 0, extra = out_len - groups;
+    if (n <= 0 || groups <= 0 || groups > MAX_GROUPS || extra < 0 ||
+        WORDS(v[0]) != groups * n || WORDS(v[1]) != groups * n ||
+        WORDS(v[3]) != extra * groups) {
+        PyErr_SetString(PyExc_ValueError, "gf64.level: shapes");
+    } else {
+        const uint64_t *pu = DATA(v[0]), *pv = DATA(v[1]), *pt = DATA(v[2]), *pl = DATA(v[3]);
+        uint64_t *po = DATA(v[4]);
+        u128 *acc = (u128 *)PyMem_RawCalloc((size_t)out_len, sizeof(u128));
+        if (acc == NULL) {
+            PyErr_NoMemory();
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            uint64_t wu[MAX_GROUPS], vv[MAX_GROUPS];
+            for (Py_ssize_t i = 0; i < n; i++) {
+                for (Py_ssize_t l = 0; l < groups; l++) {
+                    wu[l] = reduce(clmul(pt[i], pu[l * n + i]));
+                    vv[l] = pv[l * n + i];
+                    acc[l] ^= clmul(wu[l], vv[l]);
+                }
+                for (Py_ssize_t e = 0; e < extra; e++) {
+                    const uint64_t *lam = pl + e * groups;
+                    u128 a = 0, b = 0;
+                    for (Py_ssize_t l = 0; l < groups; l++) {
+                        a ^= clmul(lam[l], wu[l]);
+                        b ^= clmul(lam[l], vv[l]);
+                    }
+                    acc[groups + e] ^= clmul(reduce(a), reduce(b));
+                }
+            }
+            for (Py_ssize_t j = 0; j < out_len; j++) po[j] = reduce(acc[j]);
+            Py_END_ALLOW_THREADS
+            PyMem_RawFree(acc);
+        }
+    }
+    for (int i = 0; i < 5; i++) PyBuffer_Release(&v[i]);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"smul", py_smul, METH_VARARGS, "a b for two scalars"},
+    {"mul", py_mul, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
+    {"dot", py_dot, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
+    {"weigh", py_weigh, METH_VARARGS, "the sum of eps[k] M(words[k])"},
+    {"cross", py_cross, METH_VARARGS, "the prover's cross sums of the first compression"},
+    {"fold", py_fold, METH_VARARGS, "the verifiers' first compression of bit words"},
+    {"combine", py_combine, METH_VARARGS, "sum_l c_l rows[l]"},
+    {"level", py_level, METH_VARARGS, "the prover's polynomial of one level"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gf64", NULL, -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__gf64(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) clmul = clmul_hw;
+#endif
+    return PyModule_Create(&module);
+}
