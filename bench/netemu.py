@@ -66,7 +66,10 @@ PROFILES = {
     "lan": Link("lan", 1.0, 10e9),
     # a wide-area deployment: 20 ms one way (40 ms round trip), 1 Gbit/s
     "wan": Link("wan", 20.0, 1e9),
+    # the same distance over a slower line, 100 Mbit/s: where the bytes, not the rounds, bind
+    "wan100m": Link("wan100m", 20.0, 100e6),
 }
+DEFAULT_PROFILES = ("lan", "wan", "wan100m")
 PROXY_BASELINE = Link("proxy-0", 0.0, None)
 
 
