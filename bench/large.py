@@ -204,8 +204,9 @@ def render(result: dict[str, Any]) -> str:
              "the rounds of the point's first block (a block of whole columns, or a tile of "
              "rows of one column) run as a job of its own, the same way (`--one-block`); the "
              "issue asks a job's rounds to be at most twice those. *Latency share*: rounds x "
-             "the link's measured TCP round trip / job s. D' = plain: the fetched D' equals "
-             "the plaintext selection of the same encoded values (all rows, all k columns). "
+             "the link's one-way delay (half its measured TCP round trip) / job s. D' = "
+             "plain: the fetched D' equals the plaintext selection of the same encoded "
+             "values (all rows, all k columns). "
              "*Load*: the 1-minute load average when the point started.", "",
              "| sweep | setting | link | m | p | k | share CSV s | job s | servers' CPU s | "
              "rounds | one block's rounds | rounds ÷ one block's | latency share | MB sent "
@@ -221,8 +222,9 @@ def render(result: dict[str, Any]) -> str:
             lines.append(head + f" {d['skipped']} |" + " |" * 12 + f" {code} |")
             continue
         block, ratio = _one_block(d)
-        share = (f"{100 * d['rounds'] * d['rtt_ms'] / 1e3 / d['job_s']:.0f} %"
-                 if d.get("rtt_ms") else "–")
+        lat = (report.latency_share(d["rounds"], d["rtt_ms"], d["job_s"]) if d.get("rtt_ms")
+               else None)
+        share = "–" if lat is None else f"{100 * lat:.0f} %"
         cpu = f"{d['cpu_s']:.0f}" if d.get("cpu_s") is not None else "–"
         load = f"{d['loadavg']:.1f}" if d.get("loadavg") is not None else "–"
         within = "yes" if d["peak_per_server"] <= budget else "**NO**"

@@ -274,10 +274,14 @@ def emulated_table(em: dict[str, Any], base: dict[tuple[str, str], dict[str, Any
 
 
 def latency_share(rounds: int, rtt_ms: float, job_s: float) -> float | None:
-    """The part of a job's wall time that its rounds' round trips alone account for."""
+    """The part of a job's wall time that its rounds' latency alone accounts for: in a round
+    every party sends at once and waits for its peers' messages, so a round costs one one-way
+    delay (half the measured round trip), not a round trip (measured: over the WAN a job's
+    rounds x round trip exceed the whole job, its rounds x one-way delay match what the link
+    adds to it; bench/README, section 2)."""
     if job_s <= 0 or not rtt_ms == rtt_ms:  # NaN: the link was not probed
         return None
-    return rounds * rtt_ms / 1e3 / job_s
+    return rounds * rtt_ms / 2e3 / job_s
 
 
 def transfer_share(sent: float, rate_bit: float | None, job_s: float) -> float | None:
@@ -325,12 +329,12 @@ def profiles_table(sums: list[dict[str, Any]], em: dict[str, Any]) -> list[str]:
         if not known:
             continue
         rounds = {s["rounds"] for s in known}
-        sent = {max(s["sent"].values()) for s in known}
+        sent = [max(s["sent"].values()) for s in known]
         label = _label(known[0])
         cells = [f"{label}", key[2],
                  " / ".join(str(r) for r in sorted(rounds)) + (" (differ)" if len(rounds) > 1
                                                               else ""),
-                 " / ".join(_mb(b) for b in sorted(sent)),
+                 _mb(sent[0]) + (" (varies)" if max(sent) > 1.005 * min(sent) else ""),
                  f"{base['job_s']['median']:.2f}" if base and base.get("available") else "–"]
         for prof, s in runs:
             link = netemu.Link(**prof["link"])
@@ -500,8 +504,11 @@ def render(result: dict[str, Any]) -> str:
                         f"{prof['probe']['echo_mb_s']:.0f} MB/s"
                         for prof in em["profiles"] if not prof.get("error")], "",
                       "Servers' job seconds (the slowest server's, median of the runs) per "
-                      "link side by side. *Latency share*: rounds x the link's measured round "
-                      "trip / job time, the part of the job its rounds alone account for. "
+                      "link side by side. *Latency share*: rounds x the link's one-way delay "
+                      "(half its measured round trip) / job time, the part of the job its "
+                      "rounds alone account for (in a round every server sends at once, so a "
+                      "round costs one one-way delay; rounds x round trip would exceed the "
+                      "whole job on the small shapes). "
                       "*Transfer share*: the busiest server's bytes x 8 / the link's rate / "
                       "job time (the proxy gives each direction of each connection that rate, "
                       "as if every pair of organisations had its own line).", "",

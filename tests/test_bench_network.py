@@ -132,7 +132,7 @@ def test_profiles_table_puts_every_link_side_by_side() -> None:
     lsvt = dict(zip(head, body[0], strict=True))
     assert lsvt["rounds"] == "50" and lsvt["MB sent per server"] == "50.0"
     assert lsvt["loopback job s"] == "1.00" and lsvt["wan job s"] == "4.10"
-    assert lsvt["wan latency share"] == f"{100 * 50 * 0.041 / 4.1:.0f} %"
+    assert lsvt["wan latency share"] == f"{100 * 50 * 0.0205 / 4.1:.0f} %"  # one way
     assert lsvt["wan100m transfer share"] == f"{100 * 50e6 * 8 / 100e6 / 4.1:.0f} %"
     only_wan100m = dict(zip(head, body[1], strict=True))
     assert only_wan100m["loopback job s"] == "–" and only_wan100m["wan job s"] == "–"
@@ -215,7 +215,7 @@ def test_large_one_block_and_wan_rows() -> None:
     assert cells[0]["rounds ÷ one block's"] == "5.0"
     assert cells[0]["peak GB per server"] == "1.60 / 1.70 / 3.00"
     assert cells[0]["peak within budget"] == "**NO**"  # 3 GB > 2 GiB
-    assert cells[1]["latency share"] == f"{100 * 300 * 0.041 / 150:.0f} %"
+    assert cells[1]["latency share"] == f"{100 * 300 * 0.0205 / 150:.0f} %"
     assert cells[0]["latency share"] == "–"
 
 
