@@ -88,7 +88,9 @@ def _log_point(d: dict[str, Any], what: str) -> None:
 
 def run(securities: list[str], grid: dict[str, list[int]], max_seconds: float,
         workdir: Path, csv_dir: Path, profiles: list[str] | None = None,
-        one_block: bool = False) -> list[dict[str, Any]]:
+        one_block: bool = False, loopback: bool = True) -> list[dict[str, Any]]:
+    """Every point of ``grid`` under every setting: on loopback (unless not ``loopback``),
+    then over each emulated link of ``profiles``."""
     out: list[dict[str, Any]] = []
     for sweep, values in grid.items():
         for security in securities:
@@ -97,39 +99,47 @@ def run(securities: list[str], grid: dict[str, list[int]], max_seconds: float,
                 m, p, k = _point(sweep, value)
                 row: dict[str, Any] = {"sweep": sweep, "security": security, "m": m, "p": p,
                                        "k": k, "link": "loopback"}
-                if last is not None:
-                    estimate = last["job_s"] * (m * p) / (last["m"] * last["p"])
-                    if estimate > max_seconds:
-                        row["skipped"] = (f"skipped: about {estimate:.0f} s estimated (linear "
-                                          f"in m x p) > --max-seconds {max_seconds:.0f}")
-                        print(f"  {sweep} {security} m={m} p={p}: {row['skipped']}", flush=True)
-                        out.append(row)
-                        continue
                 shape = measure.synthetic_shape(csv_dir, m, p, k)
-                try:
-                    row.update(_row(report.summarize(
-                        measure.run_case(shape, security, 1, workdir, check=True))))
-                except Exception as exc:  # noqa: BLE001 - report it in the table, keep going
-                    row["skipped"] = "FAILED: " + " ".join(str(exc).split())[-300:]
-                    print(f"  {sweep} {security} m={m} p={p}: {row['skipped']}", flush=True)
+                if loopback:
+                    _loopback(row, last, shape, max_seconds, workdir, csv_dir, one_block)
                     out.append(row)
-                    continue
-                _log_point(row, f"{sweep} {security} m={m:,} p={p:,}")
-                block = first_block(m, p, k, row["plan"]) if one_block else None
-                if block is not None:
-                    bm, bp, bk = block
-                    ref = _row(report.summarize(measure.run_case(
-                        measure.synthetic_shape(csv_dir, bm, bp, bk), security, 1, workdir,
-                        check=True)))
-                    row["one_block"] = {"m": bm, "p": bp, "k": bk, "rounds": ref["rounds"],
-                                        "job_s": ref["job_s"], "equal": ref["equal"],
-                                        "plan": ref["plan"]}
-                    _log_point(ref, f"  its first block alone, {bm:,} x {bp:,}, k = {bk}")
-                out.append(row)
-                last = row
+                    if "skipped" in row:
+                        continue
+                    last = row
                 if profiles:
                     out += _emulated(row, shape, workdir, profiles)
     return out
+
+
+def _loopback(row: dict[str, Any], last: dict[str, Any] | None, shape: measure.Shape,
+              max_seconds: float, workdir: Path, csv_dir: Path, one_block: bool) -> None:
+    """One point on loopback into ``row`` (skipped when the previous point's time, grown
+    linearly in m x p, exceeds ``max_seconds``), then its first block as a job of its own."""
+    what = f"{row['sweep']} {row['security']} m={row['m']:,} p={row['p']:,}"
+    if last is not None:
+        estimate = last["job_s"] * (row["m"] * row["p"]) / (last["m"] * last["p"])
+        if estimate > max_seconds:
+            row["skipped"] = (f"skipped: about {estimate:.0f} s estimated (linear in m x p) "
+                              f"> --max-seconds {max_seconds:.0f}")
+            print(f"  {what}: {row['skipped']}", flush=True)
+            return
+    try:
+        row.update(_row(report.summarize(
+            measure.run_case(shape, row["security"], 1, workdir, check=True))))
+    except Exception as exc:  # noqa: BLE001 - report it in the table, keep going
+        row["skipped"] = "FAILED: " + " ".join(str(exc).split())[-300:]
+        print(f"  {what}: {row['skipped']}", flush=True)
+        return
+    _log_point(row, what)
+    block = first_block(row["m"], row["p"], row["k"], row["plan"]) if one_block else None
+    if block is not None:
+        bm, bp, bk = block
+        ref = _row(report.summarize(measure.run_case(
+            measure.synthetic_shape(csv_dir, bm, bp, bk), row["security"], 1, workdir,
+            check=True)))
+        row["one_block"] = {"m": bm, "p": bp, "k": bk, "rounds": ref["rounds"],
+                            "job_s": ref["job_s"], "equal": ref["equal"], "plan": ref["plan"]}
+        _log_point(ref, f"  its first block alone, {bm:,} x {bp:,}, k = {bk}")
 
 
 def _emulated(row: dict[str, Any], shape: measure.Shape, workdir: Path,
@@ -150,6 +160,8 @@ def _emulated(row: dict[str, Any], shape: measure.Shape, workdir: Path,
             continue
         d = dict(base, link=link.name, rtt_ms=prof["probe"]["rtt_ms"], **_row(sums[0]))
         d["proxy_cpu_s"] = sums[0].get("proxy_cpu_s", 0.0)
+        if row.get("one_block"):  # rounds do not depend on the link
+            d["one_block"] = row["one_block"]
         _log_point(d, f"{row['sweep']} {row['security']} m={row['m']:,} p={row['p']:,} "
                    f"over {link.describe()}")
         out.append(d)
@@ -296,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
                         choices=sorted(netemu.PROFILES),
                         help="also run every point over these emulated links (root and "
                              "network namespaces, see bench/netemu.py)")
+    parser.add_argument("--netem-only", action="store_true",
+                        help="run the points over the emulated links only, not on loopback "
+                             "(add the loopback points of an earlier run with --keep)")
     parser.add_argument("--one-block", action="store_true",
                         help="also run each point's first block as a job of its own")
     parser.add_argument("--csv-dir", type=Path,
@@ -303,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                              "temporary folder)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "large.md")
     args = parser.parse_args(argv)
+    if args.netem_only and not args.netem_profiles:
+        parser.error("--netem-only needs --netem-profiles")
     grid = {k: v for k, v in (QUICK if args.quick else
                               {k: list(v["values"]) for k, v in SWEEPS.items()}).items()
             if k in args.sweep}
@@ -311,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="mpc-large-") as tmp:
         points = run(args.security, grid, args.max_seconds, Path(tmp),
-                     args.csv_dir or Path(tmp) / "csv", args.netem_profiles, args.one_block)
+                     args.csv_dir or Path(tmp) / "csv", args.netem_profiles, args.one_block,
+                     loopback=not args.netem_only)
 
     def key(d: dict[str, Any]) -> tuple[Any, ...]:
         return d["sweep"], d["security"], d.get("link", "loopback"), d["m"], d["p"]
