@@ -56,6 +56,14 @@ def _as_loaded(data: ShareSource, labels: np.ndarray | None) -> Shares:
     return data, labels
 
 
+KeyedParts = list[tuple[np.ndarray, np.ndarray]]
+"""Per contribution of a keyed dataset: this server's shares of its ID hashes and columns."""
+
+
+def _keyed_as_loaded(parts: KeyedParts) -> KeyedParts:
+    return parts
+
+
 async def agreed_budget(engine: RoundEngine, mine: int) -> int:
     """The smallest ``memory_budget`` of the job's servers: every server must lay the job out
     alike (column and row blocks, the top-k method), and each server's deployment file may
@@ -95,6 +103,7 @@ class Runtime:
     channel: Callable[[int, int, str, dict[int, FrameProtocol]], TLSChannel] = TLSChannel
     scheme: Callable[[str], type[Scheme]] = _setting
     inputs: Callable[[ShareSource, np.ndarray | None], Shares] = _as_loaded
+    keyed_inputs: Callable[[KeyedParts], KeyedParts] = _keyed_as_loaded
 
 
 @dataclass
@@ -245,6 +254,7 @@ class JobRunner:
             raise InputError(f"dataset {job.dataset!r} changed after the job was checked "
                              "(a contribution was committed meanwhile); run it again")
         catalog.ready_for_selection(manifest, job.k, job.security, job.score)
+        parts = self.runtime.keyed_inputs(parts)
         schema = manifest["schema"]
         label_part = next(o for o, c in enumerate(manifest["contributions"])
                           if c.get("label") is not None)

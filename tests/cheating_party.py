@@ -21,7 +21,9 @@ which this server sends a message of KIND in the job, ``peer`` is a party index.
 - ``key-contribution``: the first frame of the job to each peer (this server's contributions
   to the correlated-randomness keys, setup round 1);
 - ``data-share``, ``label-share``: the server's own share of the stored dataset, perturbed when
-  the job loads it (a wrong input share; ``at`` is the flat element index).
+  the job loads it (a wrong input share; ``at`` is the flat element index); of a dataset keyed
+  by record IDs, ``key-share`` and ``data-share`` are its shares of the first contribution's
+  ID hashes and columns (its label among them).
 - ``job-spec`` (the coordinator only): the job it sends the other servers differs from the
   analyst's signed request. Actions: ``downgrade`` (passive3 in the job, the request intact),
   ``downgrade-signed`` (passive3 in the request too, so its signature breaks), ``k`` (k + 1),
@@ -75,7 +77,7 @@ from mpcnet.net.framing import FrameProtocol  # noqa: E402
 from mpcnet.net.tls import TLSChannel  # noqa: E402
 from mpcnet.parties.jobs import Job  # noqa: E402
 from mpcnet.parties.main import main as party_main  # noqa: E402
-from mpcnet.parties.runner import Runtime, Shares  # noqa: E402
+from mpcnet.parties.runner import KeyedParts, Runtime, Shares  # noqa: E402
 from mpcnet.parties.server import PartyServer  # noqa: E402
 from mpcnet.schemes import registry  # noqa: E402
 from mpcnet.schemes.base import Scheme  # noqa: E402
@@ -86,7 +88,7 @@ log = logging.getLogger("mpcnet.cheater")
 
 SCHEME_KINDS = tuple(sorted({k for kinds in FAULT_KINDS.values() for k in kinds}))
 FRAME_KINDS = ("key-contribution",)
-INPUT_KINDS = ("data-share", "label-share")
+INPUT_KINDS = ("data-share", "label-share", "key-share")
 SPEC_KIND = "job-spec"
 KINDS = (*SCHEME_KINDS, *FRAME_KINDS, *INPUT_KINDS, SPEC_KIND)
 ACTIONS = ("add", "split", "drop", "short", "garbage")
@@ -296,7 +298,19 @@ def _perturbed(data: ShareSource, labels: np.ndarray | None) -> Shares:
             None if labels is None else job.perturb_input("label-share", labels))
 
 
-RUNTIME = Runtime(channel=CheatingChannel, scheme=_cheating_scheme, inputs=_perturbed)
+def _perturbed_keyed(parts: KeyedParts) -> KeyedParts:
+    """The server's own shares of a keyed dataset, as the job's fault wants them: the first
+    contribution's ID hashes (``key-share``) or columns (``data-share``)."""
+    job = CURRENT.get()
+    if job is None:
+        return parts
+    (keys, values), *rest = parts
+    return [(job.perturb_input("key-share", keys), job.perturb_input("data-share", values)),
+            *rest]
+
+
+RUNTIME = Runtime(channel=CheatingChannel, scheme=_cheating_scheme, inputs=_perturbed,
+                  keyed_inputs=_perturbed_keyed)
 
 
 def cheating_server(spec: FaultSpec | None, fault_file: Path | None,

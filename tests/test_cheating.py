@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 from conftest import outcomes
 
-from mpcnet.errors import CheatingDetected
-from mpcnet.featsel.gini_fs import gini_fs
+from mpcnet.errors import CheatingDetected, InputError
+from mpcnet.featsel.gini_fs import gini_fs, select_stored
+from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, held_bytes
+from mpcnet.featsel.source import ArraySource
 from mpcnet.net.engine import RoundEngine
 from mpcnet.ops.join import inner_join
 from mpcnet.ops.truncate import trunc
@@ -99,7 +101,31 @@ def _run(scheme: str, fault: FaultInjector | None, bad_input: int | None = None,
     return outcomes(info.n_parties, party)
 
 
-def _messages_of_each_kind(scheme: str, body: Callable[..., Any], value_only: bool = False
+def _run_in_blocks(fault: FaultInjector | None, bad_input: int | None = None) -> list[object]:
+    """Each party's outcome of pi_GINI-FS under active3 as the servers run it
+    (``select_stored``) within a memory budget that scores the 5 columns in 3 blocks (2, 2
+    and 1): each block's checkpoint runs beside the next block, whose input check runs
+    beside this one (``gini_fs``). ``bad_input`` names a party that changes a share of a
+    cell of the second block, column 3."""
+    info = registry.get("active3")
+    values, labels = _dataset()
+    data, lab = info.share(values.view(np.uint64)), info.share(labels)
+    if bad_input is not None:
+        data[bad_input] = data[bad_input].copy()
+        data[bad_input][0, 3, 3] += np.uint64(1)
+    budget = held_bytes("active3", M, 2, K) + 2 * M * SCORING_BYTES_PER_CELL["active3"]
+
+    async def party(engine: RoundEngine) -> np.ndarray:
+        s = await info.scheme.setup(engine, fault=fault)
+        result = await select_stored(s, ArraySource(data[engine.party]), lab[engine.party], 2,
+                                     K, np.zeros(P, np.int64), budget)
+        assert result.plan["blocks"] == 3, result.plan
+        return (await s.open(result.reduced)).view(np.int64)
+
+    return outcomes(info.n_parties, party)
+
+
+def _messages_of_each_kind(scheme: str, run: Callable[[FaultInjector | None], list[object]]
                            ) -> dict[tuple[int, str], int]:
     """How many messages of each kind each party sends in an honest run."""
     counts: dict[tuple[int, str], int] = {}
@@ -110,18 +136,24 @@ def _messages_of_each_kind(scheme: str, body: Callable[..., Any], value_only: bo
                 counts[(party, kind)] = counts.get((party, kind), 0) + 1
             return payload
 
-    ran = _run(scheme, Counter(0, KINDS[scheme][0], times=0), body=body, value_only=value_only)
+    ran = run(Counter(0, KINDS[scheme][0], times=0))
     assert all(isinstance(o, np.ndarray) for o in ran)
     return counts
 
 
 def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any],
                              correct: Callable[[np.ndarray], bool], value_only: bool = False,
-                             last: bool = True) -> tuple[int, set[str]]:
+                             last: bool = True,
+                             run: Callable[[FaultInjector | None], list[object]] | None = None
+                             ) -> tuple[int, set[str]]:
     """Run one cheating case per message kind and position; return (cases, checks named).
     Without ``last``, the positions are the first and the third of the honest run's count (a
-    body whose rounds vary from run to run, as a quicksort after a shuffle does)."""
-    counts = _messages_of_each_kind(scheme, body, value_only)
+    body whose rounds vary from run to run, as a quicksort after a shuffle does). ``run``
+    replaces ``_run`` of ``body`` (``_run_in_blocks``)."""
+    if run is None:
+        def run(fault: FaultInjector | None) -> list[object]:
+            return _run(scheme, fault, body=body, value_only=value_only)
+    counts = _messages_of_each_kind(scheme, run)
     cases = 0
     checks: set[str] = set()
     for (party, kind), n in sorted(counts.items()):
@@ -129,7 +161,7 @@ def _every_kind_and_position(scheme: str, cheater: int, body: Callable[..., Any]
             continue
         for position in sorted({0, n // 2, n - 1} if last else {0, n // 3}):
             fault = FaultInjector(cheater, kind, after=position, delta=1 << 20)
-            ran = _run(scheme, fault, body=body, value_only=value_only)
+            ran = run(fault)
             cases += 1
             honest = [o for i, o in enumerate(ran) if i != cheater]
             caught = [o for o in honest if isinstance(o, CheatingDetected)]
@@ -170,6 +202,100 @@ def test_every_message_kind_and_position_is_detected_with_value_only_data(cheate
     print(f"active3 value-only data, cheater {cheater}: {cases}/{cases} cases detected, "
           f"checks: {sorted(checks)}")
     assert cases >= 6
+
+
+@pytest.mark.parametrize("cheater", range(3))
+def test_cheating_in_blocks_is_detected_where_checks_run_beside_the_next_block(cheater: int
+                                                                              ) -> None:
+    """active3 scored in 3 blocks, each block's checkpoint (triples, coin, openings, digests)
+    travelling with the next block's rounds and each block's input check with the previous
+    block's: every message kind at its first, middle and last position, the bundled check
+    messages included, is caught and nothing wrong is output."""
+    expected = _expected()
+    cases, checks = _every_kind_and_position("active3", cheater, _selection,
+                                             lambda out: np.array_equal(out, expected),
+                                             run=_run_in_blocks)
+    print(f"active3 in blocks, cheater {cheater}: {cases}/{cases} cases detected, "
+          f"checks: {sorted(checks)}")
+    assert {"AND", "MAC"} <= checks and cases >= 20
+
+
+def test_a_wrong_and_in_the_first_block_is_caught_by_its_checkpoint_beside_the_second() -> None:
+    """An error on the first AND of block 1 is caught by block 1's checkpoint, whose rounds
+    now travel with block 2's: the honest parties stop in the scoring (``AND``, or ``open
+    consistency`` at that check's openings), well before the job's final check."""
+    stopped: dict[int, int] = {}  # rounds run when the party stopped
+    info = registry.get("active3")
+    values, labels = _dataset()
+    data, lab = info.share(values.view(np.uint64)), info.share(labels)
+    budget = held_bytes("active3", M, 2, K) + 2 * M * SCORING_BYTES_PER_CELL["active3"]
+    fault = FaultInjector(1, "and", delta=1 << 20)
+
+    async def party(engine: RoundEngine) -> np.ndarray:
+        s = await info.scheme.setup(engine, fault=fault)
+        try:
+            result = await select_stored(s, ArraySource(data[engine.party]), lab[engine.party],
+                                         2, K, np.zeros(P, np.int64), budget)
+        except CheatingDetected:
+            stopped[engine.party] = engine.rounds
+            raise
+        return (await s.open(result.reduced)).view(np.int64)
+
+    honest_rounds = _rounds_of_an_honest_run_in_blocks()
+    ran = outcomes(3, party)
+    assert fault.fired == 1
+    caught = [i for i in (0, 2) if isinstance(ran[i], CheatingDetected)]
+    assert caught and not any(isinstance(o, np.ndarray) for o in ran), ran  # the job stops
+    for i in caught:  # an honest party that was still running when the abort came is None
+        # by the block's AND check: its zero test, or its openings, where a component the
+        # error made differ between its two holders mismatches its digest
+        assert getattr(ran[i], "check", None) in ("AND", "open consistency"), ran[i]
+        assert stopped[i] < honest_rounds["scoring_end"], (stopped[i], honest_rounds)
+
+
+def _rounds_of_an_honest_run_in_blocks() -> dict[str, int]:
+    """Rounds at the end of the scoring in an honest run."""
+    info = registry.get("active3")
+    values, labels = _dataset()
+    data, lab = info.share(values.view(np.uint64)), info.share(labels)
+    budget = held_bytes("active3", M, 2, K) + 2 * M * SCORING_BYTES_PER_CELL["active3"]
+
+    async def party(engine: RoundEngine) -> dict[str, int]:
+        s = await info.scheme.setup(engine)
+        await select_stored(s, ArraySource(data[engine.party]), lab[engine.party], 2, K,
+                            np.zeros(P, np.int64), budget)
+        phases = engine.report()["phases"]
+        assert isinstance(phases, dict)
+        return {"scoring_end": sum(phases[ph]["rounds"] for ph in ("setup", "scoring"))}
+
+    out = outcomes(3, party)
+    assert isinstance(out[0], dict)
+    return out[0]
+
+
+@pytest.mark.parametrize("position", range(3))
+def test_an_error_on_the_one_hot_products_opened_early_stops_the_job_as_cheating(
+        position: int) -> None:
+    """The one-hot products are opened beside the fractions, before the final ``verify``, and
+    acted on only after it: an error on the labels' MAC product (position 0), the one-hot
+    products (1) or the product after them makes the honest servers stop with
+    ``CheatingDetected``, never with the ``InputError`` that would blame an owner."""
+    fault = FaultInjector(1, "product", after=position, delta=1 << 20)
+    ran = _run_in_blocks(fault)
+    assert fault.fired == 1
+    honest = [ran[0], ran[2]]
+    assert any(isinstance(o, CheatingDetected) for o in honest), ran
+    assert not any(isinstance(o, (InputError, np.ndarray)) for o in honest), ran
+
+
+@pytest.mark.parametrize("cheater", range(3))
+def test_a_wrong_input_share_of_a_later_block_is_detected(cheater: int) -> None:
+    """Block 2's input check now travels with block 1's rounds: a party holding a wrong share
+    of a block-2 cell is caught by it, before block 2 is computed on."""
+    ran = _run_in_blocks(None, bad_input=cheater)
+    caught = [o for o in ran if isinstance(o, CheatingDetected)]
+    assert caught and all(o.check == "input consistency" for o in caught), ran
+    assert not any(isinstance(o, np.ndarray) for o in ran)
 
 
 @pytest.mark.parametrize(("scheme", "cheater"), CHEATERS)

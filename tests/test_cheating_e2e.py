@@ -22,6 +22,7 @@ every server as the cheater; ``-m slow`` runs the whole (cheater, message kind, 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import re
@@ -35,6 +36,7 @@ from typing import Any
 import pytest
 from cheating_party import ACTIONS, INPUT_KINDS, FaultSpec
 from conftest import ROOT
+from keyed_common import keyed_files
 
 from mpcnet.client.local import SERVER_NAMES, LocalCluster
 from mpcnet.client.session import Client
@@ -45,6 +47,7 @@ LSVT = ROOT / "data" / "lsvt_126x310.csv"
 ROUND, HANDSHAKE = 3.0, 3.0
 TIMEOUTS = {"round_timeout": ROUND, "handshake_timeout": HANDSHAKE, "connect_timeout": 5.0}
 DATASET, K = "study", 2
+KEYED = "linked"  # two owners' columns keyed by record IDs: 30 records each, 18 in common
 SETTINGS = ("active3", "active4")
 N_SERVERS = {"active3": 3, "active4": 4}
 _ACTIVE3_ALL = {"MAC", "AND", "open consistency", "coin", "input consistency"}
@@ -54,16 +57,17 @@ CHECKS = {  # per setting, message kind -> the checks that may catch a deviation
         "jmp-value": {"joint-message hash"}, "jmp-hash": {"joint-message hash"},
         "input-hash": {"input consistency"},
         "data-share": {"joint-message hash", "input consistency"},
+        "key-share": {"joint-message hash", "input consistency"},
         "label-share": {"joint-message hash", "input consistency"},
         "open-value": {"open consistency"}, "open-hash": {"open consistency"},
     },
     "active3": {
         # mismatched PRF keys or inputs make every later message inconsistent
         "key-contribution": _ACTIVE3_ALL, "data-share": _ACTIVE3_ALL,
-        "label-share": _ACTIVE3_ALL,
+        "label-share": _ACTIVE3_ALL, "key-share": _ACTIVE3_ALL,
         # an error in a message leaves the two copies of a component different: the check of
         # its kind, or the opening of a value that depends on it in the checks, names it
-        **dict.fromkeys(("product", "and", "triple", "check-open"),
+        **dict.fromkeys(("product", "shuffle", "and", "triple", "check-open"),
                         {"MAC", "AND", "open consistency"}),
         # the other holder's digest of each opened word of the AND check, in the same round
         "check-open-hash": {"open consistency"},
@@ -211,6 +215,28 @@ def _plaintext(path: Path) -> list[list[str]]:
     return plaintext_reference(table, auto_exponents(table.values), classes, K).texts()
 
 
+def _share_keyed(cluster: CheatingCluster, folder: Path, security: str
+                 ) -> list[tuple[str, ...]]:
+    """Share the keyed dataset ``KEYED`` (two owners, IDs hashed with their key); the rows of
+    the plaintext join followed by the plaintext selection, sorted (D''s order is private)."""
+    files = keyed_files(folder, 30, 2, 0.6)
+    key = folder / "ids.key"
+    ok(cluster.client("hospital-a", "id-key", "--out", str(key)))
+    for owner, path in zip(("hospital-a", "hospital-b"), files, strict=True):
+        ok(cluster.client(owner, "share", str(path), "--dataset", KEYED, "--columns", "--id",
+                          "pid", "--id-key", str(key), "--security", security,
+                          *(["--label", "label"] if path == files[0] else [])))
+    expected = folder / "keyed-expected.csv"
+    ok(cluster.client("analyst", "plaintext", *map(str, files), "--columns", "--id", "pid",
+                      "--label", "label", "--k", str(K), "--out", str(expected)))
+    return _sorted_rows(expected)
+
+
+def _sorted_rows(path: Path) -> list[tuple[str, ...]]:
+    with open(path, newline="") as f:
+        return sorted(tuple(r) for r in list(csv.reader(f))[1:])
+
+
 # -- bookkeeping ---------------------------------------------------------------------------
 @dataclass
 class Case:
@@ -248,7 +274,10 @@ class Setup:
     expected: list[list[str]]
     names: Iterator[int]
     tally: Tally
+    keyed_expected: list[tuple[str, ...]]
     kinds: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    keyed_seconds: float = 0.0  # the last honest keyed job's time, up to which a drop may wait
+    unfired: dict[str, dict[str, int]] = field(default_factory=dict)  # a job's kinds, no fault
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +293,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory,
         cluster.start()
         ok(cluster.client("hospital-a", "share", str(data), "--dataset", DATASET, "--label",
                           "label", "--security", security))
-        yield Setup(security, cluster, data, _plaintext(data), itertools.count(), tally)
+        keyed = _share_keyed(cluster, folder, security)
+        yield Setup(security, cluster, data, _plaintext(data), itertools.count(), tally, keyed)
     if tally.cases:
         capture = request.config.pluginmanager.getplugin("capturemanager")
         with capture.global_and_fixture_disabled():
@@ -281,18 +311,26 @@ def _spec(text: str, kinds: dict[str, dict[str, int]]) -> str:
     return f"{kind}:{action}:at={at}"
 
 
-def honest_control(s: Setup, cheater: str, tmp_path: Path) -> dict[str, dict[str, int]]:
-    """The cheater's launcher with no fault: the job succeeds and D' equals the plaintext."""
+def honest_control(s: Setup, cheater: str, tmp_path: Path, dataset: str = DATASET
+                   ) -> dict[str, dict[str, int]]:
+    """The cheater's launcher with no fault: the job succeeds and D' equals the plaintext
+    (for ``KEYED``, as a set of rows)."""
     c = s.cluster
     c.make_cheater(cheater)
     result = f"honest-{cheater}-{next(s.names)}"
-    out = ok(c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result",
+    t0 = time.monotonic()
+    out = ok(c.client("analyst", "select", "--dataset", dataset, "--k", str(K), "--result",
                       result, "--security", s.security))
+    if dataset == KEYED:
+        s.keyed_seconds = time.monotonic() - t0
     job_id = re.search(r"job ([0-9a-f]{12}) done", out)
     assert job_id, out
     report = c.report_of(job_id.group(1))
     assert report["spec"] is None and report["fired"] == [] and report["state"] == "done"
     ok(c.client("analyst", "fetch", "--result", result, "--out", str(tmp_path / "d.csv")))
+    if dataset == KEYED:
+        assert _sorted_rows(tmp_path / "d.csv") == s.keyed_expected
+        return report["kinds"]  # type: ignore[no-any-return]
     with open(tmp_path / "d.csv") as f:
         got = list(csv.reader(f))[1:]
     assert got == s.expected  # equal cells: equal encoded values
@@ -300,19 +338,29 @@ def honest_control(s: Setup, cheater: str, tmp_path: Path) -> dict[str, dict[str
     return report["kinds"]  # type: ignore[no-any-return]
 
 
-def run_case(s: Setup, cheater: str, spec: str, tmp_path: Path) -> set[str]:
-    """Run one job with ``spec`` at ``cheater``; check detection and that no D' exists.
-    Returns the checks the honest servers named."""
+def run_case(s: Setup, cheater: str, spec: str, tmp_path: Path, dataset: str = DATASET
+             ) -> set[str] | None:
+    """Run one job on ``dataset`` with ``spec`` at ``cheater``; check detection and that no D'
+    exists. Returns the checks the honest servers named, or None when a keyed job sent fewer
+    messages of the kind than the round ``spec`` aims at (the fault never fired: the
+    quicksort's rounds vary with the shuffle)."""
     c = s.cluster
     fault = FaultSpec.parse(spec)
     assert fault is not None and c.cheater == cheater
     c.fault_file.write_text(spec)
     result = f"case-{next(s.names)}"
     t0 = time.monotonic()
-    r = c.client("analyst", "select", "--dataset", DATASET, "--k", str(K), "--result", result,
+    r = c.client("analyst", "select", "--dataset", dataset, "--k", str(K), "--result", result,
                  "--security", s.security)
     seconds = time.monotonic() - t0
     what = f"{cheater} {spec}"
+    if r.returncode == 0 and dataset == KEYED:
+        done = re.search(r"job ([0-9a-f]{12}) done", r.stdout)
+        assert done, r.stdout
+        report = c.report_of(done.group(1))
+        assert not report["fired"], f"{what}: the fault fired and the job succeeded ({report})"
+        s.unfired = report["kinds"]
+        return None  # this job sent fewer messages of the kind than the honest run
     assert r.returncode in (3, 4), f"{what}: select exit {r.returncode}\n{r.stderr}{r.stdout}"
     job = re.search(r"job ([0-9a-f]{12}) failed", r.stderr)
     assert job, f"{what}: {r.stderr}"
@@ -339,7 +387,9 @@ def run_case(s: Setup, cheater: str, spec: str, tmp_path: Path) -> set[str]:
         if coordinator_honest:
             assert r.returncode == 3
         if fault.action == "drop":
-            assert ROUND <= seconds < ROUND + HANDSHAKE + 2.0, (what, seconds)
+            # a keyed job's alignment may come before the dropped message
+            before = s.keyed_seconds if dataset == KEYED else 0.0
+            assert ROUND <= seconds < ROUND + HANDSHAKE + 2.0 + before, (what, seconds)
     else:
         for e in errors:
             assert e.startswith("CheatingDetected: cheating detected: "), (what, errors)
@@ -371,6 +421,40 @@ def test_cheating_server_is_caught(setup: Setup, cheater: str, tmp_path: Path,
     _results_cli_lists_only_honest_runs(setup)
     with capsys.disabled():
         print(f"\n{setup.tally.line(cheater)}")
+
+
+# The alignment of a keyed dataset (``mpcnet.ops.join``) runs first in its job, so a kind's
+# first round falls in it; its own kinds are the shuffle's (active3: ``shuffle``; active4: joint
+# messages) and ``key-share``, the cheater's own shares of the ID hashes.
+KEYED_DEFAULT = {
+    "active4": {"bob": ["key-share:add", "jmp-value:add:first", "jmp-hash:add:first",
+                        "data-share:add", "open-value:add:first"]},
+    "active3": {"bob": ["key-share:add", "shuffle:add:first", "shuffle:split:last",
+                        "and:add:first", "data-share:add", "open-value:add:first"]},
+}
+KEYED_CASES = [(setting, name) for setting in SETTINGS for name in KEYED_DEFAULT[setting]]
+
+
+@pytest.mark.parametrize(("setup", "cheater"), KEYED_CASES, indirect=["setup"])
+def test_cheating_during_the_alignment_is_caught(setup: Setup, cheater: str,
+                                                 tmp_path: Path) -> None:
+    kinds = honest_control(setup, cheater, tmp_path, KEYED)
+    assert "key-share" in kinds and (setup.security != "active3" or "shuffle" in kinds)
+    for case in KEYED_DEFAULT[setup.security][cheater]:
+        run_keyed_case(setup, cheater, _spec(case, kinds), tmp_path)
+
+
+def run_keyed_case(s: Setup, cheater: str, spec: str, tmp_path: Path) -> None:
+    """``run_case`` on the keyed dataset; a fault aimed past the job's last message of its
+    kind is aimed again at an earlier one (each job shuffles anew)."""
+    fault = FaultSpec.parse(spec)
+    assert fault is not None
+    for _ in range(3):
+        if run_case(s, cheater, str(fault), tmp_path, KEYED) is not None:
+            return
+        sent = s.unfired.get(fault.kind, {}).get("rounds", 0)
+        fault = dataclasses.replace(fault, at=max(0, min(fault.at, sent) - 1))
+    raise AssertionError(f"{cheater} {spec}: the fault never fired in three jobs")
 
 
 def full_matrix(security: str, kinds: dict[str, dict[str, int]]) -> list[str]:
@@ -467,3 +551,12 @@ def test_a_cheating_coordinator_cannot_change_the_job(setup: Setup, tmp_path: Pa
         print(f"\ncheating coordinator ({setup.security}): {len(COORDINATOR_CASES) + 3} "
               "altered jobs refused by every member (each with its reason) or by the client; "
               "the analyst's own job ran once")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("setup", "cheater"), CASES, indirect=["setup"])
+def test_every_message_kind_and_fault_of_a_keyed_job(setup: Setup, cheater: str,
+                                                     tmp_path: Path) -> None:
+    kinds = honest_control(setup, cheater, tmp_path, KEYED)
+    for spec in full_matrix(setup.security, kinds):
+        run_keyed_case(setup, cheater, spec, tmp_path)

@@ -256,7 +256,9 @@ def test_a_checkpoint_checks_ands_now_and_folds_macs_into_the_end() -> None:
 
 def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
     """``open_masked`` skips the checks its caller vouches for: its callers are pinned to the
-    perfect truncation (x + r, r uniform over the ring) and ``b2a_masked`` (w - r)."""
+    perfect truncation (x + r, r uniform over the ring), ``b2a_masked`` (w - r) and the
+    one-hot products of the labels (zero for well-formed labels whatever the data, acted on
+    only after ``verify``: ``featsel.labels.open_one_hot``, docs/active3.md)."""
     import re
 
     from conftest import ROOT
@@ -264,7 +266,8 @@ def test_only_uniformly_masked_values_are_opened_before_the_mac_test() -> None:
     callers = {path.relative_to(ROOT).as_posix()
                for path in (ROOT / "mpcnet").rglob("*.py")
                if re.search(r"\.open_masked\(", path.read_text())}
-    assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py"}, callers
+    assert callers == {"mpcnet/ops/truncate.py", "mpcnet/ops/convert.py",
+                       "mpcnet/featsel/labels.py"}, callers
 
 
 @dataclass
@@ -652,3 +655,31 @@ def test_no_check_or_opening_runs_inside_a_group_of_computations() -> None:
     for out in asyncio.run(main()):
         assert out == ["verify", "checkpoint", "open", "output", "output_matmul", "input check",
                        str(np.full(4, True))]
+
+
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited")
+def test_a_checkpoint_whose_rounds_never_run_is_refused_at_verify() -> None:
+    """``checkpoint_later`` hands the ANDs queued so far to the rounds it returns: if a job
+    dropped them, those ANDs would go unchecked, so ``verify`` refuses while any has not run;
+    once they have run, a wrong AND among them is caught by them."""
+    xs = rep3.share(np.arange(8, dtype=U64), binary=True)
+
+    async def dropped(engine: RoundEngine) -> None:
+        s = await Spdz3.setup(engine)
+        x = Shared(xs[engine.party], 1, True)
+        await s.and_(x, x)
+        s.checkpoint_later()  # noqa: RUF006 - dropped on purpose
+        await s.verify()
+
+    for out in outcomes(3, dropped):
+        assert isinstance(out, RuntimeError) and "checkpoint rounds not run" in str(out), out
+
+    async def run(engine: RoundEngine) -> str:
+        s = await Spdz3.setup(engine, fault=FaultInjector(1, "and"))
+        x = Shared(xs[engine.party], 1, True)
+        await s.and_(x, x)
+        await s.checkpoint_later()
+        return "passed"
+
+    outs = outcomes(3, run)
+    assert any(isinstance(o, CheatingDetected) for o in outs), outs

@@ -11,13 +11,15 @@ checks.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from mpcnet.errors import InputError
 from mpcnet.featsel.filter_fs import filter_fs
-from mpcnet.featsel.labels import check_one_hot, one_hot_products
+from mpcnet.featsel.labels import one_hot_products, open_one_hot, refuse_malformed
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, Layout, layout
 from mpcnet.featsel.msgini import join
 from mpcnet.featsel.scores import DEFAULT_SCORE, Score, score
@@ -73,15 +75,17 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     scoring = score(score_name)
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
                  scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)
+    # the labels are input as the data are (value-only for the mean-split scores, whose
+    # statistics only take a product of them with authenticated flags; their MACs are made
+    # beside the first block), with one input check for both
+    macs = scoring.authenticate_data
     if cut.columns >= p:
-        (whole,) = await s.input(data.block(slice(None), slice(None)),
-                                 authenticate=scoring.authenticate_data)
-        (label_shares,) = await s.input(labels)
-        return await gini_fs(s, whole, label_shares, n_classes, k, exponents, memory_budget,
-                             method, score_name)
-    (label_shares,) = await s.input(labels)
-    return await _select(s, Streamed(data), label_shares, n_classes, k, exponents,
-                         memory_budget, method, score(score_name))
+        whole, label_shares = await s.input(data.block(slice(None), slice(None)), labels,
+                                            authenticate=macs)
+        return await _select(s, Held(whole), label_shares, n_classes, k, exponents,
+                             memory_budget, method, scoring, macs)
+    return await _select(s, Streamed(data), labels, n_classes, k, exponents, memory_budget,
+                         method, scoring, macs)
 
 
 async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
@@ -109,13 +113,17 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
     return result, joined.rows
 
 
-async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: int,
+async def _select(s: Scheme, data: Blocks, labels: Shared | np.ndarray, n_classes: int, k: int,
                   exponents: np.ndarray, memory_budget: int, method: str | None,
-                  scoring: Score) -> SelectionResult:
+                  scoring: Score, label_macs: bool = True) -> SelectionResult:
+    """Protocol 3 on ``data``; ``labels`` input already, or this party's label shares, to
+    input beside the first block; without ``label_macs`` they are (or are input) value-only
+    and get their MACs beside the first block's rounds (``_statistics``)."""
     m, p = data.shape
-    if labels.shape != (m, n_classes - 1):
+    shape = labels.shape if isinstance(labels, Shared) else tuple(labels.shape[-2:])
+    if shape != (m, n_classes - 1):
         raise InputError(f"label matrix must be {m} x {n_classes - 1} (one-hot without the last "
-                         f"class), got {labels.shape}")
+                         f"class), got {shape}")
     if not 0 < k <= p:
         raise InputError(f"k must be between 1 and {p} for {p} features, got {k}")
     scoring.check_rows(m, n_classes)
@@ -124,20 +132,31 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     topk = planner.choose(s.name, p, k, lambda ties: scoring.limb_plan(m, n_classes, ties),
                           cut.usable, method)
     with s.engine.phase("scoring"):
-        one_hot = await one_hot_products(s, labels)
         blocks = [slice(start, min(p, start + cut.columns)) for start in range(0, p, cut.columns)]
-        stats = [await _statistics(s, data, labels, columns, cut, scoring) for columns in blocks]
-        parts = await _fractions(s, stats, labels, m, cut, topk.limbs, scoring)
+        one_hot, labels, stats, check = await _statistics(s, data, labels, label_macs, blocks,
+                                                          cut, scoring)
+        parts, check, one_hot_opened = await _fractions(s, stats, labels, m, cut, topk.limbs,
+                                                        scoring, check, one_hot)
     with s.engine.phase("selection"):
-        selection = (await topk_ranking(s, parts, k) if topk.method == "ranking"
-                     else await topk_network(s, parts, k, topk.batch))
+        first_rows = slice(0, min(m, cut.product_rows))
+        rows: Shared | None = None
+        if topk.method == "ranking":  # no checkpoint inside: the first rows of D are input
+            # and the fractions' ANDs checked beside it (docs/active3.md)
+            ranked, rows, _ = await s.engine.together(
+                topk_ranking(s, parts, k), data.block(s, first_rows, slice(None), False),
+                _rounds(check))
+            selection = cast(Shared, ranked)
+        else:
+            await _rounds(check)
+            selection = await topk_network(s, parts, k, topk.batch)
     with s.engine.phase("product"):
         pieces = []
         for start in range(0, m, cut.product_rows):
-            rows = await data.block(s, slice(start, min(m, start + cut.product_rows)),
-                                    slice(None), authenticate=False)  # D' needs no MAC of D
+            if rows is None:
+                rows = await data.block(s, slice(start, min(m, start + cut.product_rows)),
+                                        slice(None), authenticate=False)  # D' needs no MAC of D
             pieces.append(await filter_fs(s, rows, selection))
-            del rows
+            rows = None
             if cut.product_rows < m:  # free the records of the rows' input checks
                 await s.checkpoint()
         reduced = concat(pieces).reshape(m, k)
@@ -146,49 +165,124 @@ async def _select(s: Scheme, data: Blocks, labels: Shared, n_classes: int, k: in
     indices = s.matmul_public(np.arange(p, dtype=np.uint64).reshape(1, p), selection).reshape(k)
     with s.engine.phase("checks"):
         await s.verify()
-        await check_one_hot(s, one_hot, *labels.shape)
+        refuse_malformed(one_hot_opened, *labels.shape)  # opened with the fractions
     return SelectionResult(reduced, chosen, indices, labels,
                            dict(topk.figures(), **cut.figures(m, p)))
 
 
-async def _statistics(s: Scheme, data: Blocks, labels: Shared, columns: slice, cut: Layout,
-                      scoring: Score) -> tuple[Shared, ...]:
-    """The statistics of one block of columns: in one go, or tile by tile of rows when a column
-    does not fit (the column sums first if the score needs them, then each tile's statistics,
-    which add up). A job in more than one block frees the records of each block's (tile's)
-    checks before the next (``Scheme.checkpoint``)."""
+async def _nothing() -> None:
+    """A ``together`` member with no rounds."""
+
+
+def _rounds(check: Awaitable[None] | None) -> Awaitable[None]:
+    """A pending checkpoint's rounds, or none."""
+    return _nothing() if check is None else check
+
+
+async def _given(labels: Shared) -> list[Shared]:
+    """Labels input already, as ``Scheme.input`` returns them."""
+    return [labels]
+
+
+async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, label_macs: bool,
+                      blocks: list[slice], cut: Layout, scoring: Score
+                      ) -> tuple[Shared, Shared, list[tuple[Shared, ...]],
+                                 Awaitable[None] | None]:
+    """The one-hot products of the labels, the labels with their MACs and the statistics of
+    every block of columns: each in one go, or tile by tile of rows when a column does not fit
+    (the column sums first if the score needs them, then each tile's statistics, which add
+    up); also the rounds of the last step's checkpoint, still to run
+    (``Scheme.checkpoint_later``). Labels not input yet are input beside the first block;
+    labels without MACs (``label_macs`` false) get them (``Scheme.refresh``) beside it, the
+    first block's class counts taking them value-only (a product with authenticated flags).
+
+    A job of several steps checkpoints after each. The steps are pipelined: step i's
+    rounds travel with step i+1's input and step i-1's checkpoint (``RoundEngine.together``),
+    so each step costs its own rounds only, whatever its input and check take; a score whose
+    statistics checkpoint themselves (``Score.pipelined`` false) runs them one after another.
+    Each group holds one step's sign tests and the previous step's check records."""
     m = data.shape[0]
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
-    column_sums = None
-    if scoring.uses_mean and len(tiles) > 1:
-        for rows in tiles:
-            tile_sums = s.sum(await data.block(s, rows, columns, scoring.authenticate_data), 0)
-            column_sums = tile_sums if column_sums is None else s.add(column_sums, tile_sums)
-            await s.checkpoint()
-    stats: tuple[Shared, ...] = ()
-    for rows in tiles:
-        block = await data.block(s, rows, columns, scoring.authenticate_data)
-        if scoring.uses_mean and column_sums is None:  # one tile: all rows at once
-            column_sums = s.sum(block, 0)
-        tile_stats = await scoring.statistics(s, block, labels[rows], column_sums, m)
-        del block
-        stats = tile_stats if not stats else tuple(
-            s.add(x, y) for x, y in zip(stats, tile_stats, strict=True))
-        if len(tiles) > 1 or cut.columns < data.shape[1]:
-            await s.checkpoint()
-    return stats
+    steps: list[tuple[slice, slice, bool]] = []  # (rows, columns, column sums only)
+    for columns in blocks:
+        if scoring.uses_mean and len(tiles) > 1:
+            steps += [(rows, columns, True) for rows in tiles]  # the column sums first
+        steps += [(rows, columns, False) for rows in tiles]
+    several = len(steps) > 1
+    column_sums: dict[int, Shared] = {}
+    stats: dict[int, tuple[Shared, ...]] = {}
+
+    async def step(block: Shared, labels: Shared, rows: slice, columns: slice,
+                   sums_only: bool) -> None:
+        if sums_only or (scoring.uses_mean and columns.start not in column_sums):
+            tile_sums = s.sum(block, 0)
+            before = column_sums.get(columns.start)
+            column_sums[columns.start] = tile_sums if before is None else s.add(before,
+                                                                               tile_sums)
+        if sums_only:
+            return
+        tile_stats = await scoring.statistics(s, block, labels[rows],
+                                              column_sums.get(columns.start), m)
+        before_stats = stats.get(columns.start)
+        stats[columns.start] = tile_stats if before_stats is None else tuple(
+            s.add(x, y) for x, y in zip(before_stats, tile_stats, strict=True))
+
+    def read(i: int) -> Awaitable[Shared]:
+        rows, columns, _ = steps[i]
+        return data.block(s, rows, columns, scoring.authenticate_data)
+
+    async def labelled(value_only: Shared) -> tuple[Shared, Shared]:
+        with_macs = value_only if label_macs else await s.refresh(value_only)
+        return with_macs, await one_hot_products(s, with_macs)
+
+    label_input = (s.input(labels, authenticate=label_macs) if isinstance(labels, np.ndarray)
+                   else _given(labels))
+    block, given = await s.engine.together(read(0), label_input)
+    block, (first_labels,) = cast(Shared, block), cast(list[Shared], given)
+    one_hot: Shared | None = None
+    current = first_labels  # value-only in the first step without label_macs
+    check: Awaitable[None] | None = None
+    for i, (rows, columns, sums_only) in enumerate(steps):
+        following = read(i + 1) if i + 1 < len(steps) else _nothing()
+        first = labelled(current) if i == 0 else _nothing()
+        work = step(block, current, rows, columns, sums_only)
+        if scoring.pipelined:
+            _, block_next, made, _ = await s.engine.together(work, following, first,
+                                                             _rounds(check))
+        else:
+            await _rounds(check)
+            made = await first
+            await work
+            block_next = await following
+        if i == 0:
+            current, one_hot = cast(tuple[Shared, Shared], made)
+        block = cast(Shared, block_next)  # the step's block is freed
+        check = s.checkpoint_later() if several else None
+    assert one_hot is not None
+    return one_hot, current, [stats[columns.start] for columns in blocks], check
 
 
 async def _fractions(s: Scheme, stats: list[tuple[Shared, ...]], labels: Shared, m: int,
-                     cut: Layout, plan: LimbPlan, scoring: Score) -> Fractions:
+                     cut: Layout, plan: LimbPlan, scoring: Score,
+                     check: Awaitable[None] | None, one_hot: Shared
+                     ) -> tuple[Fractions, Awaitable[None] | None, np.ndarray]:
     """The fractions of every block from its statistics, ``cut.finishing`` blocks together
     (``RoundEngine.together``: their rounds travel as one), so that a job's rounds do not grow
-    with its number of blocks; then, in a job of several blocks, one checkpoint."""
+    with its number of blocks, the last scoring step's ``check`` and the opening of the
+    ``one_hot`` products (``open_one_hot``: acted on after ``verify``) beside the first group;
+    then, in a job of several blocks, the rounds of one checkpoint, still to run."""
     sizes = s.sum(labels, 0)
     parts: list[Fractions] = []
+    opened: np.ndarray | None = None
     for start in range(0, len(stats), cut.finishing):
-        parts += await s.engine.together(*(scoring.of_statistics(s, block, sizes, m, plan)
-                                           for block in stats[start:start + cut.finishing]))
+        done = await s.engine.together(
+            _rounds(check), open_one_hot(s, one_hot) if opened is None else _nothing(),
+            *(scoring.of_statistics(s, block, sizes, m, plan)
+              for block in stats[start:start + cut.finishing]))
+        opened = cast(np.ndarray, done[1]) if opened is None else opened
+        parts += cast(list[Fractions], done[2:])
+        check = None
     if len(stats) > 1:
-        await s.checkpoint()
-    return join(parts)
+        check = s.checkpoint_later()
+    assert opened is not None
+    return join(parts), check, opened

@@ -39,10 +39,22 @@ async def one_hot_products(s: Scheme, labels: Shared) -> Shared:
     return await s.mul(both, s.add_public(s.neg(both), 1))
 
 
-async def check_one_hot(s: Scheme, products: Shared, m: int, c: int) -> None:
-    """Open ``one_hot_products`` (after the scheme's checks) and abort with ``InputError``
-    unless all are zero, naming the first bad row."""
-    bad = np.flatnonzero(await s.open(products) != 0)
+async def open_one_hot(s: Scheme, products: Shared) -> np.ndarray:
+    """Open ``one_hot_products`` before the scheme's pending checks (``Scheme.open_masked``,
+    so it may travel beside other rounds: ``gini_fs`` opens them with the fractions); act on
+    them only through ``refuse_malformed`` after ``verify``. What the opening shows is
+    independent of the data whatever a cheating server adds: x (1 - x) + e with e its own
+    additive error, chosen from shares that tell it nothing of x, so e alone for an honest
+    owner's labels, and an owner's bad rows are what the check reveals anyway. The products'
+    MAC records stay queued for the job's next ``verify``, which runs before the verdict, so a
+    cheater's e stops the job as ``CheatingDetected`` and never blames an owner."""
+    return await s.open_masked(products)
+
+
+def refuse_malformed(opened: np.ndarray, m: int, c: int) -> None:
+    """Abort with ``InputError`` unless the opened one-hot products of m x c labels are all
+    zero, naming the first bad row (call it after ``verify``: ``open_one_hot``)."""
+    bad = np.flatnonzero(opened != 0)
     if bad.size:
         cells = bad[bad < m * c]
         row = int(cells[0] // c) if cells.size else int(bad[0] - m * c)

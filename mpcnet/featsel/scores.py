@@ -53,6 +53,8 @@ class Score:
     whole_columns: bool = False  # the statistics need every row of a column at once
     authenticate_data: bool = True  # False: the statistics only add and compare the data,
     # so an active scheme may input it without MACs (``Scheme.input``)
+    pipelined: bool = True  # the statistics neither open nor checkpoint, so they may run
+    # beside the next block's input and the previous block's checkpoint (``gini_fs``)
 
 
 async def _split_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
@@ -91,7 +93,7 @@ SCORES = {
                  pcc.feature_bytes),
     "gini": Score("gini", lambda m, n, ties: msgini.limb_plan(m, ties), _rows("gini"),
                   gini.statistics, gini.of_statistics, False, gini.CELL_COST,
-                  feature_bytes=gini.feature_bytes, whole_columns=True),
+                  feature_bytes=gini.feature_bytes, whole_columns=True, pipelined=False),
 }
 DEFAULT_SCORE = "ms-gini"
 

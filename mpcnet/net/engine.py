@@ -147,9 +147,12 @@ class RoundEngine:
 
     def alone(self, what: str) -> None:
         """Refuse ``what`` inside ``together``. Refused there: a scheme's checks
-        (``verify``, ``checkpoint``, a pending input check) and coins (spdz3's
+        (``verify``, ``checkpoint``, a check of inputs noted before) and coins (spdz3's
         ``output_matmul``: Freivalds' vector), which must draw their randomness after every
-        value they test is fixed while the other members still compute; and the openings of
+        value they test is fixed while the other members still compute (a checkpoint's rounds
+        may join a group only through ``Scheme.checkpoint_later``, which fixes what they test
+        before the group; ``Scheme.input`` may, since it checks the sharings it makes before
+        anyone holds them); and the openings of
         results (``open``, ``open_binary`` of spdz3 and rep4, spdz3's ``output``), which run
         those checks first (rep4's ``output`` only when inputs are pending: its ``verify`` is
         the input check alone). Allowed: ``open_masked`` (``b2a_masked``'s w - r, a perfect

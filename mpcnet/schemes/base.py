@@ -12,7 +12,7 @@ the 64 bits of one value, and XOR/AND act on whole words.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,10 +157,12 @@ class Scheme(ABC):
         skip the MACs: for inputs that are only added, compared, opened or output, or a
         factor of products whose other factor is authenticated (``mul``, ``matmul``,
         ``output_matmul``)."""
+        self._refuse_earlier_inputs()
         out = [Shared(np.asarray(d), self.lead) for d in shares]
         for x in out:
             self.note_input(x)
-        await self.verify_inputs()
+        if self._inputs_pending():
+            await self._input_check()
         return out
 
     async def output(self, x: Shared) -> np.ndarray:
@@ -223,7 +225,10 @@ class Scheme(ABC):
         """Reveal x, a value masked by fresh randomness uniform over the whole ring (a perfect
         truncation's x + r, ``b2a_masked``'s w - r): what it shows is uniform whatever errors
         a cheater put into it, so a scheme may defer the checks that draw randomness to the
-        job's next ``verify`` instead of running them in parts (spdz3). Here: ``open``."""
+        job's next ``verify`` instead of running them in parts (spdz3). Also for a value
+        that is zero for well-formed inputs, whatever the data, and whose other values are
+        revealed anyway, acted on only after ``verify`` (the one-hot products of the labels:
+        ``featsel.labels.open_one_hot``). Here: ``open``."""
         return await (self.open_binary(x) if binary else self.open(x))
 
     async def truncate(self, x: Shared, shifts: np.ndarray) -> Shared | None:
@@ -311,10 +316,31 @@ class Scheme(ABC):
     def note_input(self, x: Shared) -> None:  # noqa: B027 - passive schemes trust inputs
         """Queue a check that a client gave every holder of a component the same value."""
 
-    async def verify_inputs(self) -> None:  # noqa: B027 - passive schemes trust inputs
+    async def verify_inputs(self) -> None:
         """Run the queued input checks now, in a round of their own: an honest server that
         computed on copies a client (perhaps one colluding with a cheating server) gave it
-        inconsistently could send digests that tell the cheater other owners' data."""
+        inconsistently could send digests that tell the cheater other owners' data. Refused
+        inside ``RoundEngine.together`` when inputs are pending: another member could compute
+        on them before their check."""
+        if self._inputs_pending():
+            self.engine.alone("the input check")
+            await self._input_check()
+
+    def _inputs_pending(self) -> bool:
+        """Whether inputs noted (``note_input``) wait for their check (passive: never)."""
+        return False
+
+    async def _input_check(self) -> None:  # noqa: B027 - passive schemes trust inputs
+        """The input check's one round over every input noted so far; what it compares is
+        taken before the round, so a later note waits for the next check."""
+
+    def _refuse_earlier_inputs(self) -> None:
+        """``input`` checks the arrays it is given before it returns them, so inside
+        ``RoundEngine.together`` it may run beside other members (nobody else holds those
+        sharings yet: a job's next block is input while this one is scored), but not while
+        inputs noted elsewhere are pending, which the other members might be computing on."""
+        if self._inputs_pending():
+            self.engine.alone("an input check of inputs noted before")
 
     async def verify(self) -> None:  # noqa: B027 - passive schemes have nothing to check
         """Run every pending batched check; active schemes raise ``CheatingDetected``."""
@@ -326,3 +352,14 @@ class Scheme(ABC):
         in parts (active3's MAC check: an error that passed one part reaches the next only
         multiplied by secrets) must be folded, not run (docs/active3.md)."""
         await self.verify()
+
+    def checkpoint_later(self) -> Awaitable[None]:
+        """``checkpoint`` in two steps, so that its rounds need no latency of their own: the
+        records it tests are taken now (nothing queued later joins them), and the awaitable
+        returned runs its rounds, alone or as a member of ``RoundEngine.together`` beside an
+        independent computation (a job's next block: docs/active3.md, "Checks beside the next
+        block"). Call it outside a group. Here (passive3, active4: a checkpoint is at most the
+        input check, which ``input`` has run already) the returned awaitable checks nothing
+        that draws randomness: it runs ``verify`` when awaited."""
+        self.engine.alone("checkpoint")
+        return self.verify()

@@ -658,23 +658,23 @@ class Rep4(Scheme):
                     self._inputs[q].update(np.ascontiguousarray(data[self._slot(c)]).data)
         self._pending_input = True
 
-    async def verify_inputs(self) -> None:
-        """Compare the input digest with each peer (one round, 32 bytes per peer; nothing to do
-        when no input is pending)."""
-        if not self._pending_input:
-            return
-        self.engine.alone("the input check")
+    def _inputs_pending(self) -> bool:
+        return self._pending_input
+
+    async def _input_check(self) -> None:
+        """Compare the input digest with each peer (one round, 32 bytes per peer). The digests
+        are taken, and the hashes started afresh, before the round (``Scheme._input_check``)."""
         me = self.party
-        sends = {q: self._outgoing("input-hash", q, digest_words(self._inputs[q]))
-                 for q in self.engine.peers}
+        mine = {q: digest_words(self._inputs[q]) for q in self.engine.peers}
+        self._inputs = {q: self._pair_hash(me, q) for q in self.engine.peers}
+        self._pending_input = False
+        sends = {q: self._outgoing("input-hash", q, mine[q]) for q in self.engine.peers}
         got = await self.engine.exchange(sends, self.engine.peers)
         for q in self.engine.peers:
             buf = checked_words(got[q], DIGEST_WORDS, "input consistency", me, q)
-            if not np.array_equal(buf, digest_words(self._inputs[q])):
+            if not np.array_equal(buf, mine[q]):
                 raise CheatingDetected("input consistency",
                                        f"party {me}: input shares held with party {q} differ")
-        self._inputs = {q: self._pair_hash(me, q) for q in self.engine.peers}
-        self._pending_input = False
 
     async def verify(self) -> None:
         """Every pending check: the inputs noted since the last one (joint messages need

@@ -50,6 +50,8 @@ world has another layout (Z_2^128, value and MAC), overridden on ``rep3_wide``'s
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import numpy as np
 
 from mpcnet import ring128
@@ -114,6 +116,7 @@ class Spdz3(Rep3Wide):
         self._macs = MacRecords()  # the MAC check's records (mac_check)
         self._ands: list[And] = []  # the AND check's (x, y, z) words (and_check)
         self._claims = Claims((*CHECKS, INPUTS))  # the zero tests' and inputs' digests
+        self._deferred = 0  # checkpoints whose rounds (checkpoint_later) have not run yet
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Spdz3:
@@ -138,9 +141,10 @@ class Spdz3(Rep3Wide):
         arrays = [np.asarray(d, dtype=U64) for d in shares]
         if not arrays:
             return []
+        self._refuse_earlier_inputs()
         for a in arrays:
             self._note_input_words(a)
-        await self.verify_inputs()
+        await self._input_check()
         flat = np.concatenate([a.reshape(2, -1) for a in arrays], axis=1)
         data = await self._authenticate(lift(flat)) if authenticate else lift(flat)[:, :, None]
         out, start = [], 0
@@ -384,13 +388,13 @@ class Spdz3(Rep3Wide):
         slot 1: a digest of each goes to the other holder."""
         self._claims.note(INPUTS, words[1], words[0])
 
-    async def verify_inputs(self) -> None:
+    def _inputs_pending(self) -> bool:
+        return INPUTS in self._claims.pending
+
+    async def _input_check(self) -> None:
         """One round: the digest of each input component this party holds goes to its other
         holder, so both holders of every component compare before anything is computed on
-        it (nothing when no input is pending)."""
-        if INPUTS not in self._claims.pending:
-            return
-        self.engine.alone("the input check")
+        it. The digests are taken before the round (``Scheme._input_check``)."""
         claims, expected = self._claims.take((INPUTS,))
         of_slot1, of_slot0 = claims[INPUTS], expected[INPUTS]
         got = await self.engine.exchange(
@@ -414,20 +418,42 @@ class Spdz3(Rep3Wide):
         """The inputs and ANDs queued so far are checked now (their outcomes depend on the
         cheater's errors and the coins only); the MAC records are folded, not checked in
         parts (``mac_check``: why), into the one MAC zero test of the next ``verify``."""
-        self.engine.alone("checkpoint")
         await self.verify_inputs()
+        await self.checkpoint_later()
+
+    def checkpoint_later(self) -> Awaitable[None]:
+        """``checkpoint``'s records fixed now and its rounds returned (``Scheme``): the MAC
+        records are folded at once (their coefficients drawn now, after every record they
+        weigh; nothing is sent) and the ANDs queued so far taken, so the returned rounds
+        check exactly those ANDs, whatever the job queues meanwhile. They are ``verify``'s
+        rounds 1-4 for the ANDs alone (triples, coin, openings, digests); their coin is drawn
+        after every AND and triple they test is fixed, which is all the AND check needs, so
+        they may travel beside the next block's rounds (docs/active3.md, "Checks beside the
+        next block"). Refused while inputs are pending (``verify_inputs`` first): the next
+        block could compute on them before their check."""
+        self.engine.alone("checkpoint")
+        if self._inputs_pending():
+            raise RuntimeError("checkpoint_later with inputs pending: run verify_inputs first")
         self._macs.fold(self._mac_sums)
-        if self._ands:
-            ands, self._ands = self._ands, []
-            await self._check(ands, None)
+        ands, self._ands = self._ands, []
+        self._deferred += 1
+
+        async def rounds() -> None:
+            if ands:
+                await self._check(ands, None)
+            self._deferred -= 1
+        return rounds()
 
     def pending_checks(self) -> list[str]:
         """Every check with something queued: the inputs' digests, ANDs, MAC records (or
-        folded terms) and zero tests' claims (Freivalds' among the MAC ones). ``verify``
-        runs whenever any is pending, so no queued claim waits for a check that never comes."""
+        folded terms), zero tests' claims (Freivalds' among the MAC ones) and the ANDs of a
+        ``checkpoint_later`` whose rounds have not run. ``verify`` runs whenever any is
+        pending, so no queued claim waits for a check that never comes; the last one it cannot
+        run (those ANDs were handed to the rounds), so it refuses."""
         queued = {INPUTS: INPUTS in self._claims.pending, "AND": bool(self._ands),
                   "MAC": self._macs.pending,
-                  "zero tests": bool(self._claims.pending & set(CHECKS))}
+                  "zero tests": bool(self._claims.pending & set(CHECKS)),
+                  "checkpoint rounds not run": self._deferred > 0}
         return [check for check, pending in queued.items() if pending]
 
     async def verify(self) -> None:
@@ -437,7 +463,8 @@ class Spdz3(Rep3Wide):
         A check this method does not run would be left pending, which is refused, and so is a
         verify inside ``RoundEngine.together`` (``alone``)."""
         self.engine.alone("verify")
-        await self.verify_inputs()
+        if self._inputs_pending():
+            await self._input_check()
         if not self.pending_checks():
             return
         ands, self._ands = self._ands, []
