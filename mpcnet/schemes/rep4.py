@@ -263,6 +263,7 @@ class Rep4(Scheme):
         self._in = {q: self._link_hash(q, me) for q in engine.peers}
         # Symmetric per-pair states over the input components both parties hold.
         self._inputs = {q: self._pair_hash(me, q) for q in engine.peers}
+        self._held: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}  # hold_factor
         self._pending_input = False
         # Static roles of this party in a multiplication round and in ``addends``.
         self._roles = {jmps: _Roles.of(me, jmps)
@@ -414,15 +415,34 @@ class Rep4(Scheme):
         z = await self._reshare(a * b, cross, binary=False)
         return Shared(z.reshape((3,) + shape), 1)
 
+    @staticmethod
+    def _factors(a: np.ndarray) -> list[np.ndarray]:
+        """The left factors of ``matmul``: the three components, then the sums of the pairs
+        (0, 1), (0, 2), (1, 2), each C-contiguous."""
+        return [np.ascontiguousarray(c) for c in a] + [
+            a[k] + a[m] for k in range(3) for m in range(k + 1, 3)]
+
+    def hold_factor(self, x: Shared) -> None:
+        """Keep x's ``_factors`` for its next products (the pair sums of all of x, made
+        anew by every product otherwise, were a third of an epoch's product time)."""
+        self._held[id(x.data)] = (x.data, self._factors(x.data))
+
+    def drop_factors(self) -> None:
+        self._held.clear()
+
     async def matmul(self, x: Shared, y: Shared) -> Shared:
-        a, b = x.data, y.data
-        diag = [ring.matmul(a[k], b[k]) for k in range(3)]
+        kept = self._held.get(id(x.data))
+        left = kept[1] if kept is not None and kept[0] is x.data else self._factors(x.data)
+        b = y.data
+        diag = [ring.matmul(left[k], b[k]) for k in range(3)]
         shape = diag[0].shape
         cross = {}
+        pair = 3
         for k in range(3):
             for m in range(k + 1, 3):
                 g, h = held(self.party)[k], held(self.party)[m]
-                both = ring.matmul(a[k] + a[m], b[k] + b[m])  # X_g Y_h + X_h Y_g + diagonals
+                both = ring.matmul(left[pair], b[k] + b[m])  # X_g Y_h + X_h Y_g + diagonals
+                pair += 1
                 cross[frozenset((g, h))] = (both - diag[k] - diag[m]).reshape(-1)
         z = await self._reshare(np.stack([d.reshape(-1) for d in diag]), cross, binary=False)
         return Shared(z.reshape((3,) + shape), 1)
