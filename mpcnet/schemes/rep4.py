@@ -415,33 +415,31 @@ class Rep4(Scheme):
         z = await self._reshare(a * b, cross, binary=False)
         return Shared(z.reshape((3,) + shape), 1)
 
-    @staticmethod
-    def _factors(a: np.ndarray) -> list[np.ndarray]:
-        """The left factors of ``matmul``: the three components, then the sums of the pairs
-        (0, 1), (0, 2), (1, 2), each C-contiguous."""
-        return [np.ascontiguousarray(c) for c in a] + [
-            a[k] + a[m] for k in range(3) for m in range(k + 1, 3)]
-
     def hold_factor(self, x: Shared) -> None:
-        """Keep x's ``_factors`` for its next products (the pair sums of all of x, made
-        anew by every product otherwise, were a third of an epoch's product time)."""
-        self._held[id(x.data)] = (x.data, self._factors(x.data))
+        """Keep x's components (C-contiguous) and the sums of their pairs for its next
+        products: made anew by every product otherwise, the sums of all of x were a third of
+        an epoch's product time in training."""
+        a = x.data
+        self._held[id(a)] = (a, [np.ascontiguousarray(c) for c in a] + [
+            a[k] + a[m] for k in range(3) for m in range(k + 1, 3)])
 
     def drop_factors(self) -> None:
         self._held.clear()
 
     async def matmul(self, x: Shared, y: Shared) -> Shared:
         kept = self._held.get(id(x.data))
-        left = kept[1] if kept is not None and kept[0] is x.data else self._factors(x.data)
-        b = y.data
-        diag = [ring.matmul(left[k], b[k]) for k in range(3)]
+        kept_factors = kept[1] if kept is not None and kept[0] is x.data else None
+        a, b = x.data, y.data
+        diag = [ring.matmul(a[k] if kept_factors is None else kept_factors[k], b[k])
+                for k in range(3)]
         shape = diag[0].shape
         cross = {}
         pair = 3
         for k in range(3):
             for m in range(k + 1, 3):
                 g, h = held(self.party)[k], held(self.party)[m]
-                both = ring.matmul(left[pair], b[k] + b[m])  # X_g Y_h + X_h Y_g + diagonals
+                left = a[k] + a[m] if kept_factors is None else kept_factors[pair]
+                both = ring.matmul(left, b[k] + b[m])  # X_g Y_h + X_h Y_g + diagonals
                 pair += 1
                 cross[frozenset((g, h))] = (both - diag[k] - diag[m]).reshape(-1)
         z = await self._reshare(np.stack([d.reshape(-1) for d in diag]), cross, binary=False)
