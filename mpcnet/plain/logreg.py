@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SIGMOID_BREAKPOINTS = (1.5625, 3.5)
-SIGMOID_STEPS = (37, 19)
+SIGMOID_BREAKPOINTS = (1.65625, 3.96875)
+SIGMOID_STEPS = (39, 16)
 SIGMOID_STEP_BITS = 8
-SIGMOID_ERROR = 0.0152
+SIGMOID_ERROR = 0.0190
 """The largest |approximate(z) - 1 / (1 + e^-z)| over every real z."""
 
 

@@ -15,7 +15,7 @@ without reconstructing it, under every scheme, and nothing is opened:
    truncated during training.
 
 Fixed point: features 8 fractional bits, weights ``WEIGHT_BITS`` = 12, scores 20, P 28, the
-gradient 36 (|G| <= m 2^36 < 2^61 for m < 2^24, since sum_i |x~_i| <= m for
+gradient 36 (|G| <= m 2^36 (1 + 0.0004) < 2^61 for m < 2^24, since sum_i |x~_i| <= m for
 standardised columns), then 24 before the step: the learning rate over m is the public
 round(lr 2^34 / m) (relative precision 2^-10 at m = 2^24) and l2 is rounded to 2^-12.
 Memory (``training_layout``): the job holds D', its normalised and standardised copies, the
