@@ -53,6 +53,8 @@ class Shape:
     drop: tuple[str, ...] = ()
     categorical: str = "refuse"
     missing: str = "refuse"
+    rows: int | None = None  # m and p where known without reading the file (synthetic)
+    features: int | None = None
 
     def share_args(self) -> list[str]:
         args = [self.csv, "--label", self.label, "--categorical", self.categorical,
@@ -99,7 +101,7 @@ def synthetic_shape(folder: Path, m: int, p: int, k: int, seed: int = 0) -> Shap
         np.savetxt(tmp, np.column_stack([x, y]), delimiter=",", header=",".join([*cols, "y"]),
                    comments="", fmt=["%.6g"] * p + ["%d"])
         tmp.replace(path)
-    return Shape(f"synthetic-{m}x{p}", str(path), "y", k)
+    return Shape(f"synthetic-{m}x{p}", str(path), "y", k, rows=m, features=p)
 
 
 # -- measuring one case --------------------------------------------------------------------
@@ -257,8 +259,10 @@ def run_case(shape: Shape, security: str, repeat: int, workdir: Path, *,
     from mpcnet.client.local import LocalCluster, write_config
     from mpcnet.net.tls import run
 
-    table = shape.read()
-    m, p = table.values.shape
+    if shape.rows is not None and shape.features is not None:
+        m, p = shape.rows, shape.features  # a 10^6-row file takes minutes to read
+    else:
+        m, p = shape.read().values.shape
     case: dict[str, Any] = {"shape": shape.name, "security": security, "m": m, "p": p,
                             "k": shape.k, "link": link.name if link else "loopback",
                             "method": method or "loopback", "score": score}

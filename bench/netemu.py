@@ -20,6 +20,12 @@ them, about a millisecond apart). On one machine, loopback is far faster than th
 The namespace is always deleted afterwards, and any process still inside it (only this
 benchmark starts processes there) is killed by PID first.
 
+The links (``PROFILES``): ``lan``, the paper's co-located machines (1 ms one way, 10 Gbit/s);
+``wan``, servers in different organisations (20 ms one way, 1 Gbit/s); ``wan100m``, the same
+distance over a 100 Mbit/s line, where bytes rather than rounds bind. The proxy gives each
+direction of each connection the rate, as if every pair of servers had its own line; netem
+shares one queue among all of them.
+
     python -m bench.netemu proxy --route 127.0.0.1:7101=127.0.0.2:7101 --delay-ms 1 --rate 10gbit
 """
 
@@ -66,7 +72,10 @@ PROFILES = {
     "lan": Link("lan", 1.0, 10e9),
     # a wide-area deployment: 20 ms one way (40 ms round trip), 1 Gbit/s
     "wan": Link("wan", 20.0, 1e9),
+    # the same distance over a slower line, 100 Mbit/s: where the bytes, not the rounds, bind
+    "wan100m": Link("wan100m", 20.0, 100e6),
 }
+DEFAULT_PROFILES = ("lan", "wan", "wan100m")
 PROXY_BASELINE = Link("proxy-0", 0.0, None)
 
 

@@ -73,6 +73,7 @@ def summarize(case: dict[str, Any]) -> dict[str, Any]:
                                for nm in names}}
     s["phases"] = phases
     s["equal"] = runs[0].get("equal")
+    s["plan"] = runs[0]["figures"][lead].get("plan")
     s["fetch_s"] = runs[0].get("fetch_s")
     s["loadavg"] = _stats([r["loadavg_1min"] for r in runs])
     if runs[0].get("training"):
@@ -272,6 +273,85 @@ def emulated_table(em: dict[str, Any], base: dict[tuple[str, str], dict[str, Any
     return out
 
 
+def latency_share(rounds: int, rtt_ms: float, job_s: float) -> float | None:
+    """The part of a job's wall time that its rounds' latency alone accounts for: in a round
+    every party sends at once and waits for its peers' messages, so a round costs one one-way
+    delay (half the measured round trip), not a round trip (measured: over the WAN a job's
+    rounds x round trip exceed the whole job, its rounds x one-way delay match what the link
+    adds to it; bench/README, section 2)."""
+    if job_s <= 0 or not rtt_ms == rtt_ms:  # NaN: the link was not probed
+        return None
+    return rounds * rtt_ms / 2e3 / job_s
+
+
+def transfer_share(sent: float, rate_bit: float | None, job_s: float) -> float | None:
+    """The part of a job's wall time that serialising one server's bytes at the link's rate
+    accounts for (the proxy gives each direction of each connection that rate)."""
+    if not rate_bit or job_s <= 0:
+        return None
+    return sent * 8 / rate_bit / job_s
+
+
+def _share_text(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f} %"
+
+
+def profiles_table(sums: list[dict[str, Any]], em: dict[str, Any]) -> list[str]:
+    """One row per shape, score and setting: rounds and bytes (the same on every link), the
+    servers' job time on loopback and on each emulated link, and per link the latency share
+    (rounds x measured TCP round trip / job time) and, where the link has a rate, the
+    transfer share (bytes sent by the busiest server x 8 / rate / job time)."""
+    profiles = [p for p in em.get("profiles", []) if not p.get("error")]
+    head = "| shape | setting | rounds | MB sent per server | loopback job s |"
+    rule = "|---|---|---:|---:|---:|"
+    for prof in profiles:
+        link = netemu.Link(**prof["link"])
+        head += f" {link.name} job s | {link.name} latency share |"
+        rule += "---:|---:|"
+        if link.rate_bit:
+            head += f" {link.name} transfer share |"
+            rule += "---:|"
+    out = [head, rule]
+    keys = [(s["shape"], s.get("score", "ms-gini"), s["security"]) for s in sums]
+    for prof in profiles:  # cases that ran only over the emulated links
+        keys += [k for k in ((s["shape"], s.get("score", "ms-gini"), s["security"])
+                             for s in prof["summaries"]) if k not in keys]
+    def find(rows: list[dict[str, Any]], key: tuple[str, str, str]) -> dict[str, Any] | None:
+        for s in rows:
+            if (s["shape"], s.get("score", "ms-gini"), s["security"]) == key:
+                return s
+        return None
+
+    for key in dict.fromkeys(keys):
+        base = find(sums, key)
+        runs = [(prof, find(prof["summaries"], key)) for prof in profiles]
+        known = [s for s in (base, *(r for _, r in runs)) if s and s.get("available")]
+        if not known:
+            continue
+        rounds = {s["rounds"] for s in known}
+        sent = [max(s["sent"].values()) for s in known]
+        label = _label(known[0])
+        cells = [f"{label}", key[2],
+                 " / ".join(str(r) for r in sorted(rounds)) + (" (differ)" if len(rounds) > 1
+                                                              else ""),
+                 _mb(sent[0]) + (" (varies)" if max(sent) > 1.005 * min(sent) else ""),
+                 f"{base['job_s']['median']:.2f}" if base and base.get("available") else "–"]
+        for prof, s in runs:
+            link = netemu.Link(**prof["link"])
+            if s is None or not s.get("available"):
+                cells += ["FAILED" if s is not None else "–", "–"] + (["–"] if link.rate_bit
+                                                                     else [])
+                continue
+            job = s["job_s"]["median"]
+            cells += [f"{job:.2f}",
+                      _share_text(latency_share(s["rounds"], prof["probe"]["rtt_ms"], job))]
+            if link.rate_bit:
+                cells.append(_share_text(transfer_share(max(s["sent"].values()),
+                                                        link.rate_bit, job)))
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def machine() -> str:
     cpu = "?"
     with contextlib.suppress(OSError):
@@ -417,6 +497,22 @@ def render(result: dict[str, Any]) -> str:
         else:
             base = {(s["shape"], s["security"]): s for s in sums if s.get("available")}
             lines += [f"Method: {em['note']}.", "",
+                      "Links (measured: a 64-byte TCP ping-pong's median round trip and a "
+                      "32 MB echo's throughput through the link):", "",
+                      *[f"- {netemu.Link(**prof['link']).describe()}: round trip "
+                        f"{prof['probe']['rtt_ms']:.2f} ms, echo "
+                        f"{prof['probe']['echo_mb_s']:.0f} MB/s"
+                        for prof in em["profiles"] if not prof.get("error")], "",
+                      "Servers' job seconds (the slowest server's, median of the runs) per "
+                      "link side by side. *Latency share*: rounds x the link's one-way delay "
+                      "(half its measured round trip) / job time, the part of the job its "
+                      "rounds alone account for (in a round every server sends at once, so a "
+                      "round costs one one-way delay; rounds x round trip would exceed the "
+                      "whole job on the small shapes). "
+                      "*Transfer share*: the busiest server's bytes x 8 / the link's rate / "
+                      "job time (the proxy gives each direction of each connection that rate, "
+                      "as if every pair of organisations had its own line).", "",
+                      *profiles_table(sums, em), "",
                       *emulated_table(em, base), "",
                       "*Rounds × one-way delay* is what latency alone should add to a job "
                       "whose parties send in every round at once; *job s minus loopback* is "

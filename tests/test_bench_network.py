@@ -99,6 +99,46 @@ def test_scaling_smoke_writes_table_and_plots(tmp_path: Path,
         assert (tmp_path / f"scaling_{sweep}.png").stat().st_size > 10_000
 
 
+def _made_up(shape: str, security: str, rounds: int, job_s: float, link: str) -> dict:
+    return {"shape": shape, "security": security, "score": "ms-gini", "available": True,
+            "link": link, "rounds": rounds, "sent": {"alice": 50e6, "bob": 40e6},
+            "job_s": {"median": job_s, "min": job_s, "max": job_s}}
+
+
+def test_profiles_table_puts_every_link_side_by_side() -> None:
+    """From recorded figures (no run): one row per case, a job time and a latency share per
+    link, a transfer share for links with a rate; the shares are rounds x round trip / job
+    time and bytes x 8 / rate / job time."""
+    from bench import report
+
+    links = [netemu.PROXY_BASELINE, *(netemu.PROFILES[n] for n in netemu.DEFAULT_PROFILES)]
+    rtts = {"proxy-0": 0.2, "lan": 2.5, "wan": 41.0, "wan100m": 41.0}
+    em = {"profiles": [{"link": {"name": ln.name, "delay_ms": ln.delay_ms,
+                                 "rate_bit": ln.rate_bit},
+                        "probe": {"rtt_ms": rtts[ln.name], "echo_mb_s": 100.0},
+                        "summaries": [_made_up("lsvt", "passive3", 50, 4.1, ln.name)]}
+                       for ln in links]}
+    em["profiles"][-1]["summaries"].append(_made_up("speeddating", "active3", 100, 8.0, "x"))
+    sums = [_made_up("lsvt", "passive3", 50, 1.0, "loopback")]
+    rows = report.profiles_table(sums, em)
+    head = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert head[:5] == ["shape", "setting", "rounds", "MB sent per server", "loopback job s"]
+    for ln in links:
+        assert f"{ln.name} job s" in head and f"{ln.name} latency share" in head
+        assert (f"{ln.name} transfer share" in head) == bool(ln.rate_bit)
+    body = [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]
+    assert [r[:2] for r in body] == [["lsvt", "passive3"], ["speeddating", "active3"]]
+    assert all(len(r) == len(head) for r in body)
+    lsvt = dict(zip(head, body[0], strict=True))
+    assert lsvt["rounds"] == "50" and lsvt["MB sent per server"] == "50.0"
+    assert lsvt["loopback job s"] == "1.00" and lsvt["wan job s"] == "4.10"
+    assert lsvt["wan latency share"] == f"{100 * 50 * 0.0205 / 4.1:.0f} %"  # one way
+    assert lsvt["wan100m transfer share"] == f"{100 * 50e6 * 8 / 100e6 / 4.1:.0f} %"
+    only_wan100m = dict(zip(head, body[1], strict=True))
+    assert only_wan100m["loopback job s"] == "–" and only_wan100m["wan job s"] == "–"
+    assert only_wan100m["wan100m job s"] == "8.00"
+
+
 @pytest.mark.slow
 def test_emulated_network_smoke(tmp_path: Path) -> None:
     support = netemu.check_support()
@@ -106,11 +146,16 @@ def test_emulated_network_smoke(tmp_path: Path) -> None:
         pytest.skip(f"no network namespaces here: {support.reason}")
     out = tmp_path / "network.md"
     assert network.main(["--synthetic", "40x8x3", "--security", "passive3", "--repeat", "1",
-                         "--netem", "--netem-profiles", "lan", "--out", str(out)]) == 0
+                         "--netem", "--out", str(out)]) == 0
     raw = json.loads(out.with_suffix(".json").read_text())
     links = [p["link"]["name"] for p in raw["emulated"]["profiles"]]
-    assert "lan" in links
-    assert "## Emulated network" in out.read_text(encoding="utf-8")
+    assert set(netemu.DEFAULT_PROFILES) <= set(links)
+    text = out.read_text(encoding="utf-8")
+    assert "## Emulated network" in text
+    from bench import report
+    table = report.profiles_table(raw["summaries"], raw["emulated"])
+    assert len(table) == 3 and table[2] in text  # one case: one row, every link's figures
+    assert table[2].count("%") == 2 * len(links) - 1  # a latency share each, transfer: 3 rated
 
 
 def test_large_report_and_growth(tmp_path: Path) -> None:
@@ -130,9 +175,48 @@ def test_large_report_and_growth(tmp_path: Path) -> None:
               "budget": "2 GiB", "plots": large.plot({"points": points,
                                                       "securities": ["passive3"]}, tmp_path)}
     text = large.render(result)
-    assert "| m | passive3 | 1,000,000 | 100 | 10 | skipped: about 100 s" in text
+    assert "| m | passive3 | loopback | 1,000,000 | 100 | 10 | skipped: about 100 s" in text
     assert "| m | passive3 | 1.00 | 1.00 | 0.00 |" in text
     assert (tmp_path / "large_m.png").stat().st_size > 1000
+
+
+def test_large_one_block_and_wan_rows() -> None:
+    """bench.large's first block as a job of its own (from the plan's public figures), and a
+    point's rounds against it, its WAN row's latency share, its peak per server."""
+    from bench import large
+
+    one = {"blocks": 1, "tiles": 1, "row_blocks": 1, "block_columns": 100, "tile_rows": 10**4}
+    columns = {"blocks": 17, "tiles": 1, "row_blocks": 5, "block_columns": 6,
+               "tile_rows": 10**6}
+    tiles = {"blocks": 100, "tiles": 3, "row_blocks": 9, "block_columns": 1,
+             "tile_rows": 333_334}
+    assert large.first_block(10**4, 100, 10, one) is None
+    assert large.first_block(10**6, 100, 10, columns) == (10**6, 6, 6)
+    assert large.first_block(10**6, 100, 10, tiles) == (333_334, 1, 1)
+    point = {"sweep": "m", "security": "passive3", "m": 10**6, "p": 100, "k": 10,
+             "share_cli_s": 80.0, "job_s": 100.0, "cpu_s": 150.0, "rounds": 300,
+             "sent_per_server": 6e9, "peak": {"alice": 1.6e9, "bob": 1.7e9, "carol": 3e9},
+             "peak_per_server": 3e9, "equal": True, "loadavg": 4.0,
+             "plan": dict(columns, method="ranking", comparisons=4950, levels=5),
+             "one_block": {"m": 10**6, "p": 6, "k": 6, "rounds": 60}}
+    wan = dict(point, link="wan", rtt_ms=41.0, job_s=150.0)
+    wan.pop("one_block")
+    result = {"command": "c", "wall_s": 1.0, "date": "d", "machine": "x", "load_start": 0.0,
+              "load_end": 0.0, "securities": ["passive3"], "points": [point, wan],
+              "budget": "2 GiB", "budget_bytes": 2 << 30}
+    text = large.render(result).splitlines()
+    rows = [ln for ln in text if ln.startswith("| m | passive3 |")]
+    head = [c.strip() for c in next(ln for ln in text if ln.startswith("| sweep | setting | link"))
+            .strip("|").split("|")]
+    cells = [dict(zip(head, (c.strip() for c in r.strip("|").split("|")), strict=True))
+             for r in rows[:2]]
+    assert cells[0]["link"] == "loopback" and cells[1]["link"] == "wan"
+    assert cells[0]["one block's rounds"] == "60 (1,000,000 x 6, k = 6)"
+    assert cells[0]["rounds ÷ one block's"] == "5.0"
+    assert cells[0]["peak GB per server"] == "1.60 / 1.70 / 3.00"
+    assert cells[0]["peak within budget"] == "**NO**"  # 3 GB > 2 GiB
+    assert cells[1]["latency share"] == f"{100 * 300 * 0.0205 / 150:.0f} %"
+    assert cells[0]["latency share"] == "–"
 
 
 def test_planner_unit_costs_are_measured() -> None:

@@ -7,6 +7,8 @@ a wrong AND (so the coins' order is what the soundness rests on)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from mpcnet.prf import PRF
 from mpcnet.schemes import rep3
 from mpcnet.schemes.dzkp import (
     FIRST_GROUPS,
+    Plan,
     Prover,
     Verifier,
     grouped,
@@ -212,3 +215,51 @@ def test_a_prover_that_knows_the_weights_first_passes_a_wrong_and() -> None:
     assert (ands.value() != x & y).any()
     with pytest.raises(CheatingDetected):
         _prove(ands, party, seed=b"another coin")
+
+
+def _verifiers(n: int = 5) -> tuple[Verifier, Verifier, Plan]:
+    """A and B of party 0's proof of n AND words (as ``_prove`` builds them)."""
+    ands, i, prev, nxt = _Ands(n), 0, 2, 1
+    plan = proof_plan(n)
+    weights = level_weights(plan, b"coin")
+    k = _prfs(i)
+
+    def g(words: np.ndarray) -> np.ndarray:
+        return grouped([words], plan)
+
+    a_x, a_y = ands.x[prev][1], ands.y[prev][1]
+    a = Verifier(True, (g(a_x), g(a_y)), g(a_x & a_y ^ ands.sent[i] ^ ands.f[prev]),
+                 plan, weights, k["ap"], k["ac"])
+    b = Verifier(False, (g(ands.y[nxt][0]), g(ands.x[nxt][0])), g(ands.f[i]), plan,
+                 weights, k["bp"], k["bc"])
+    return a, b, plan
+
+
+def test_b_refuses_a_commitment_of_the_wrong_size() -> None:
+    """B keeps a commitment of any other size (it would shift every later commitment's
+    boundary in its closing): refused as cheating, as A refuses a share of the wrong size
+    (an adversarial review; spdz3's ring round also refuses a message of the wrong size)."""
+    _, b, _ = _verifiers()
+    with pytest.raises(CheatingDetected):
+        b.receive(np.zeros(3, dtype=U64))
+
+
+def test_a_closing_of_the_wrong_size_is_cheating_not_a_crash() -> None:
+    """A closing of the wrong size is cheating, not a crash (an adversarial review)."""
+    a, b, plan = _verifiers()
+    for _ in range(len(plan.radices) + 2):
+        a.receive(np.zeros(a._size(), dtype=U64))
+        b.receive(np.zeros(4, dtype=U64))
+        a.coin(), b.coin()
+        a.advance(), b.advance()
+    with pytest.raises(CheatingDetected):
+        a.check(b.closing()[:-1], 0)
+
+
+def test_the_stated_soundness_for_a_million_words_follows_from_the_stated_bound() -> None:
+    """The module docstring's bound, (2 S + sum over levels of 2L - 2 + 4) / 2^64, is about
+    2^-55.7 for the plan of a million AND words, as it says."""
+    plan = proof_plan(10**6)
+    levels = (FIRST_GROUPS, *plan.radices)
+    bound = 2 * len(plan.weight_sizes) + sum(2 * size - 2 for size in levels) + 4
+    assert round(math.log2(bound) - 64, 1) == -55.7, (plan.radices, bound)

@@ -76,8 +76,8 @@ def test_hyper_parameters_out_of_range_are_refused_naming_the_bound() -> None:
 
 def test_the_float_reference_matches_scikit_learn_on_standardised_data() -> None:
     """Same objective (C = 1 / l2): the accuracy is the same and the coefficients close
-    (measured: 0.012 on this set); the residual is the sigmoid approximation and the finite
-    number of epochs."""
+    (measured: 0.036 on this set, 0.012 with the four-breakpoint sigmoid); the residual is
+    the sigmoid approximation and the finite number of epochs."""
     sklearn = pytest.importorskip("sklearn.linear_model")
     z, codes = _dataset(2, m=400)
     x, _, _ = plain.standardise(z)
@@ -321,5 +321,5 @@ def test_the_layout_tiles_a_large_job_and_refuses_one_whose_shares_do_not_fit() 
     large = training_layout("passive3", 1_000_000, 20, 1, 2 << 30)
     assert large.tile_rows < 1_000_000 and large.block_rows < 1_000_000
     assert large.check_every == 1
-    with pytest.raises(InputError, match="4,162 MiB of shares"):
+    with pytest.raises(InputError, match="6,726 MiB of shares"):
         training_layout("active3", 1_000_000, 20, 1, 2 << 30)

@@ -49,6 +49,12 @@ in one go into its memory buffer: a 32 MB body cost 1.1 ms per MB, pieces of 16 
 0.5 ms (Python's ``ssl`` here); SpeedDating under active3 used 6.35 CPU-seconds on its servers
 before, 5.57 after (one run each, bench/README section 1)."""
 
+JOINED_BODY = 64 * 1024
+"""Bodies up to this size are copied behind their header and written with it: each transport
+write of a TLS connection is a record of its own and, on loopback, a send whose cost includes
+the receiver's TCP processing. The header's separate write was 18 % of the servers' CPU
+samples in training, whose rounds send kilobytes (py-spy, docs/performance.md, "Training")."""
+
 Frame = tuple[dict[str, Any], np.ndarray | None]
 
 
@@ -333,6 +339,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
             raise self._error if isinstance(self._error, PeerError) else PeerError(
                 f"{self.label}: connection is closed; is the server still running?")
         head, body = encode(header, array)
+        if body is not None and len(body) <= JOINED_BODY:  # one write: one record, one send
+            head, body = head + body, None
         self.transport.write(head)
         if body is not None:
             for start in range(0, len(body), WRITE_CHUNK):

@@ -30,7 +30,7 @@ each contribution's row count and the size of the intersection:
    words where three arithmetic sign tests and an AND took 11.5 (docs/performance.md). A
    quicksort, with the first row of each part as its pivot (random after the shuffle),
    needs about 1.39 N log2 N comparisons in about 2-4 log2 N rounds of one batch each;
-   the oblivious odd-even merge network of ``ops.sort`` needs N log2^2 N / 4 (3.3 times
+   Batcher's oblivious odd-even merge network needs N log2^2 N / 4 (3.3 times
    as many at 2 x 10^5 rows) in log2 N (log2 N + 1) / 2 stages, and would move every
    column at every comparator: the reason for this choice.
 4. The rows of one record are now adjacent, in contribution order. Row s starts a record

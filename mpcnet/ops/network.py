@@ -29,10 +29,21 @@ import numpy as np
 from mpcnet.ops.compare import eqz, msb
 from mpcnet.ops.convert import bit_to_arith
 from mpcnet.ops.fraction import Fractions, cascade, cross_digits, sign_tests, with_ties
-from mpcnet.ops.sort import exchanged
-from mpcnet.schemes.base import Scheme, Shared, concat
+from mpcnet.schemes.base import Scheme, Shared, concat, same_layout
 
 Stage = tuple[np.ndarray, np.ndarray]  # (first, second): the better of each pair goes first
+
+
+def exchanged(s: Scheme, elements: Shared, lower: np.ndarray, upper: np.ndarray,
+              moved: Shared) -> Shared:
+    """``elements`` (rows, n) with ``moved`` added to the columns ``lower`` and taken from the
+    columns ``upper`` (a compare-exchange, given moved = swap * (upper - lower)); local."""
+    low, high = s.add(elements[:, lower], moved), s.sub(elements[:, upper], moved)
+    same_layout([elements, low, high])  # written into a copy of elements: no broadcasting
+    data = elements.data.copy()
+    lead = (slice(None),) * (s.lead + 1)
+    data[lead + (lower,)], data[lead + (upper,)] = low.data, high.data
+    return Shared(data, s.lead)
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SIGMOID_BREAKPOINTS = (1.09375, 2.1875, 3.6875, 6.46875)
-SIGMOID_STEPS = (25, 22, 11, 2)
+SIGMOID_BREAKPOINTS = (1.65625, 3.96875)
+SIGMOID_STEPS = (39, 16)
 SIGMOID_STEP_BITS = 8
-SIGMOID_ERROR = 0.0073
+SIGMOID_ERROR = 0.0190
 """The largest |approximate(z) - 1 / (1 + e^-z)| over every real z."""
 
 

@@ -217,6 +217,15 @@ class Scheme(ABC):
         unless the scheme can check such a product more cheaply than it authenticates one."""
         return await self.matmul(x, y)
 
+    def hold_factor(self, x: Shared) -> None:  # noqa: B027 - most schemes use x as it is
+        """Note that x (this very object, unchanged) will be the left factor of many
+        ``matmul`` calls (training's [X~ 1] and its transpose, every epoch): a scheme that
+        rearranges a left factor for its product may keep the rearranged copy until
+        ``drop_factors``. A local choice of layout: nothing is sent or checked differently."""
+
+    def drop_factors(self) -> None:  # noqa: B027 - see hold_factor
+        """Forget the factors kept by ``hold_factor``."""
+
     @abstractmethod
     async def open(self, x: Shared) -> np.ndarray:
         """Reveal x to every party (after the scheme's checks)."""

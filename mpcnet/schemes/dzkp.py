@@ -43,12 +43,12 @@ The proof, over GF(2^64) (``mpcnet.gf64``), bits lifted as 0 and 1:
    zero and U(r) V(r) = P(r) (probability of a false claim passing at most 4 / (2^64 - 3)).
 
 Soundness: a cheating prover passes with at most (2 S + sum over levels of 2L - 2 + 4) / 2^64
-for S levels, about 2^-57 for a million AND words: its Q shares for A are its choice, B's come
-from the key they share. Zero knowledge: an honest prover's shares are masked by keys the
-receiving verifier lacks (B's share is a PRF word of prover and B; A's is Q minus it), and
-what is opened is U(r), V(r) (uniform), P(r) = U(r) V(r) and the d, zero. What a cheating
-prover's verifiers open is a function of its own view (it holds every value they hold) and the
-coins, so whether the job aborts depends on its errors and the coins only.
+for S levels, about 2^-55.7 for a million AND words (308 / 2^64 for its plan): its Q shares for
+A are its choice, B's come from the key they share. Zero knowledge: an honest prover's shares
+are masked by keys the receiving verifier lacks (B's share is a PRF word of prover and B; A's
+is Q minus it), and what is opened is U(r), V(r) (uniform), P(r) = U(r) V(r) and the d, zero.
+What a cheating prover's verifiers open is a function of its own view (it holds every value
+they hold) and the coins, so whether the job aborts depends on its errors and the coins only.
 
 Coins. The weights come from the scheme's coin (``commitment.coin_seed``), sent by an honest
 party only once it holds its neighbours' first check messages; the prover's first message to
@@ -72,6 +72,7 @@ from mpcnet import gf64
 from mpcnet.errors import CheatingDetected
 from mpcnet.prf import PRF
 from mpcnet.schemes.commitment import commitment
+from mpcnet.schemes.replicated import DIGEST_WORDS
 
 U64 = np.uint64
 FIRST_GROUPS = 16  # groups of words the first level folds into one field element per bit
@@ -295,7 +296,10 @@ class Verifier(_Levels):
             self._salts.append(self._prover.words(4).tobytes())
         else:
             share = self._prover.words(size)
-            self._commitments.append(np.asarray(message, dtype=U64).reshape(-1))
+            committed = np.asarray(message, dtype=U64).reshape(-1)
+            if committed.size != DIGEST_WORDS:
+                raise CheatingDetected("AND", "a proof's commitment of the wrong size")
+            self._commitments.append(committed)
         if share.size != size:
             raise CheatingDetected("AND", "a proof message of the wrong size")
         self._shares.append(share)
@@ -351,8 +355,10 @@ class Verifier(_Levels):
         """Accept the proof or raise: commitments (A), every d zero, U(r) V(r) = P(r)."""
         theirs = np.asarray(theirs, dtype=U64).reshape(-1)
         levels = len(self.plan.radices) + 2
+        if theirs.size != 2 + levels + (DIGEST_WORDS * levels if self.first else 0):
+            raise CheatingDetected("AND", f"party {party}: a proof's closing of the wrong size")
         if self.first:
-            relayed = theirs[2 + levels:].reshape(levels, 4)
+            relayed = theirs[2 + levels:].reshape(levels, DIGEST_WORDS)
             for share, salt, got in zip(self._shares, self._salts, relayed, strict=True):
                 if not np.array_equal(commitment(salt, share), got):
                     raise CheatingDetected("AND", f"party {party}: a proof message does not "

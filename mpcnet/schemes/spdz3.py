@@ -72,7 +72,14 @@ from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.freivalds import freivalds_vector, residual
 from mpcnet.schemes.keys import pairwise_prfs
 from mpcnet.schemes.mac_check import MacRecords, local_terms
-from mpcnet.schemes.rep3_wide import Part, Rep3Wide, lift, replicated_factors
+from mpcnet.schemes.rep3_wide import (
+    Part,
+    Rep3Wide,
+    lift,
+    replicated_factors,
+    replicated_left,
+    replicated_right,
+)
 from mpcnet.schemes.replicated import DIGEST_WORDS, RunningHash, digest_words
 from mpcnet.schemes.zero_tests import Claims, zero_claim
 
@@ -139,6 +146,7 @@ class Spdz3(Rep3Wide):
         self._sent_and, self._got_and = RunningHash(b"and"), RunningHash(b"and")
         self._claims = Claims((*CHECKS, INPUTS))  # the zero tests' and inputs' digests
         self._deferred = 0  # checkpoints whose rounds (checkpoint_later) have not run yet
+        self._held: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (data, left)
 
     @classmethod
     async def setup(cls, engine: RoundEngine, fault: FaultInjector | None = None) -> Spdz3:
@@ -282,16 +290,33 @@ class Spdz3(Rep3Wide):
         the cheater's errors on this product plus an earlier record's d times a secret, which
         is what the MAC check's argument needs (``mac_check``)."""
         if _authenticated(x):
-            left, right = replicated_factors(x.data, y.data[:, :, VALUE])  # (limb, v, m, 2n)
+            left, right = self._left(x), replicated_right(y.data[:, :, VALUE])  # (limb, v, m, 2n)
             pairs = [(left[:, v], right) for v in (VALUE, MAC)]
         else:
-            left, right = replicated_factors(x.data[:, :, VALUE], _require_mac(y).data)
+            left, right = self._left(x), replicated_right(_require_mac(y).data)
             pairs = [(left, right[:, v]) for v in (VALUE, MAC)]
         # value and MAC apart: an input's value components have no high limb (fewer pieces)
         term = np.stack([ring128.matmul(a, b) for a, b in pairs], axis=1)
         z = await self._reshare128(ring128.add(term, self._zero128(term.shape[1:])), "product")
         self._macs.queue(z.reshape(2, 2, 2, -1))
         return Shared(z, 3)
+
+    def _left(self, x: Shared) -> np.ndarray:
+        """``replicated_left`` of x's data (its value and MAC, or its value alone), the copy
+        kept by ``hold_factor`` if x is held."""
+        kept = self._held.get(id(x.data))
+        if kept is not None and kept[0] is x.data:
+            return kept[1]
+        return replicated_left(x.data if _authenticated(x) else x.data[:, :, VALUE])
+
+    def hold_factor(self, x: Shared) -> None:
+        """Keep x's ``replicated_left`` (a copy of all of x) for its next products: making
+        it was most of an epoch's product time in training (docs/performance.md,
+        "Training"). The entry holds x's array, so its id names no other array meanwhile."""
+        self._held[id(x.data)] = (x.data, self._left(x))
+
+    def drop_factors(self) -> None:
+        self._held.clear()
 
     async def output_matmul(self, x: Shared, y: Shared) -> Shared:
         """z = x y for output only (D' = D x T), its value without a MAC, tested by Freivalds

@@ -15,13 +15,14 @@ without reconstructing it, under every scheme, and nothing is opened:
    truncated during training.
 
 Fixed point: features 8 fractional bits, weights ``WEIGHT_BITS`` = 12, scores 20, P 28, the
-gradient 36 (|G| <= m 2^36 (1 + 0.0073) < 2^61 for m < 2^24, since sum_i |x~_i| <= m for
+gradient 36 (|G| <= m 2^36 (1 + 0.0004) < 2^61 for m < 2^24, since sum_i |x~_i| <= m for
 standardised columns), then 24 before the step: the learning rate over m is the public
 round(lr 2^34 / m) (relative precision 2^-10 at m = 2^24) and l2 is rounded to 2^-12.
-Memory (``training_layout``): the job holds D', its normalised and standardised copies and the
-labels; the steps that touch every value run a tile of rows at a time (the standardisation)
-or a block of rows at a time (each epoch's scores, sigmoid and gradient, summed over the
-blocks), sized by the budget. The active schemes check every product of up to
+Memory (``training_layout``): the job holds D', its normalised and standardised copies, the
+labels and, under the active schemes, the epochs' product factors (``Scheme.hold_factor``);
+the steps that touch every value run a tile of rows at a time (the standardisation) or a
+block of rows at a time (each epoch's scores, sigmoid and gradient, summed over the blocks),
+sized by the budget. The active schemes check every product of up to
 ``CHECK_EVERY`` epochs at their end (``Scheme.checkpoint``; as many epochs as their records fit
 the budget, at least one), so their records never hold more than that; the job's final
 ``verify`` runs before any share of the model leaves a server.
@@ -63,9 +64,13 @@ masks under passive3 and active4, by conversion with its AND records under activ
 times what tracemalloc measured in process (2,000 and 6,000 rows of 16 columns: 280, 19,300
 and 500 bytes per value and party)."""
 EPOCH_BYTES_PER_SCORE = {"passive3": 3_000, "active3": 27_000, "active4": 6_000}
-"""Peak bytes per row and weight vector of an epoch's block (eight sign tests and products,
+"""Peak bytes per row and weight vector of an epoch's block (four sign tests and products,
 with their check records), measured likewise."""
 MAX_LEARNING_RATE = 8.0
+KEPT_FACTORS = {"active3": 2, "active4": 4}
+"""Copies of [X~ 1] (in words of the setting) that ``Scheme.hold_factor`` keeps for the
+epochs' products, of [X~ 1] and of [X~ 1]^T: active3's rearranged copy, active4's components
+and their pair sums."""
 
 
 @dataclass
@@ -121,7 +126,8 @@ def training_layout(setting: str, m: int, k: int, n_weights: int,
                     memory_budget: int) -> TrainingLayout:
     """The tiles and blocks within ``memory_budget`` bytes; refuses a job whose held arrays
     (D', its normalised and standardised copies, the labels) do not fit, naming the sizes."""
-    held = FIXED_BYTES + m * (3 * k + 2 + 2 * n_weights) * WORD_BYTES[setting]
+    kept = KEPT_FACTORS.get(setting, 0) * (k + 1)  # Scheme.hold_factor's copies
+    held = FIXED_BYTES + m * (3 * k + 2 + 2 * n_weights + kept) * WORD_BYTES[setting]
     usable = memory_budget - held
     tile = usable // (STANDARDISE_BYTES_PER_CELL[setting] * k)
     block = usable // (EPOCH_BYTES_PER_SCORE[setting] * n_weights)
@@ -161,15 +167,15 @@ async def train(s: Scheme, data: Shared, labels: Shared,
     return TrainedModel(weights, columns, cut.figures(m))
 
 
-async def _gradient(s: Scheme, rows: Shared, y: Shared, weights: Shared,
-                    blocks: list[slice]) -> Shared:
-    """[X~ 1]^T (s([X~ 1] W) - Y), GRAD_BITS fractional bits, a block of rows at a time."""
+async def _gradient(s: Scheme, parts: list[tuple[Shared, Shared]], y: Shared,
+                    weights: Shared, blocks: list[slice]) -> Shared:
+    """[X~ 1]^T (s([X~ 1] W) - Y), GRAD_BITS fractional bits, a block of rows at a time
+    (``parts``: each block of [X~ 1] and its transpose)."""
     total = None
-    for block in blocks:
-        part = rows[block]
+    for block, (part, part_t) in zip(blocks, parts, strict=True):
         scores = await s.matmul(part, weights)                     # SCORE_BITS
         errors = s.sub(await sigmoid(s, scores, SCORE_BITS), y[block])  # PROB_BITS
-        gradient = await s.matmul(part.T, errors)
+        gradient = await s.matmul(part_t, errors)
         total = gradient if total is None else s.add(total, gradient)
     assert total is not None
     return total
@@ -194,8 +200,12 @@ async def descend(s: Scheme, rows: Shared, y: Shared, training: Training,
         rate *= np.asarray(trained, dtype=U64)
     keep = U64(round(training.momentum * 2**WEIGHT_BITS))
     shifts = np.repeat([KEPT_BITS + STEP_BITS - WEIGHT_BITS, WEIGHT_BITS], width * shape[1])
+    parts = [(rows[block], rows[block].T) for block in blocks]  # the same factors every epoch
+    for part in parts:
+        for factor in part:
+            s.hold_factor(factor)
     for epoch in range(training.epochs):
-        gradient = await truncation(s, await _gradient(s, rows, y, weights, blocks),
+        gradient = await truncation(s, await _gradient(s, parts, y, weights, blocks),
                                     GRAD_BITS - KEPT_BITS)
         gradient = s.add(gradient, s.mul_public(weights, penalty))
         step, kept = split(await truncation(s, concat([s.mul_public(gradient, rate),
@@ -205,4 +215,5 @@ async def descend(s: Scheme, rows: Shared, y: Shared, training: Training,
         weights = s.add(weights, velocity)
         if (epoch + 1) % cut.check_every == 0:
             await s.checkpoint()
+    s.drop_factors()
     return weights

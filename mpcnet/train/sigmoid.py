@@ -3,25 +3,32 @@
 Logistic regression by gradient descent needs sigma(z) = 1 / (1 + e^-z) of every row's
 linear score once per epoch. We use the odd-symmetric piecewise-linear function
 
-    s(z) = 1/2 + sum_i (a_i / 2^8) clamp(z, -h_i, h_i),   i = 1..4,
+    s(z) = 1/2 + sum_i (a_i / 2^8) clamp(z, -h_i, h_i),   i = 1, 2,
 
-with breakpoints h = (1.09375, 2.1875, 3.6875, 6.46875) and slope steps a = (25, 22, 11, 2):
-slope 60/256 on [-h_1, h_1] (sigma'(0) = 1/4), falling to 0 beyond h_4, where s stays at
-1/2 +- 0.5038. Its largest error |s(z) - sigma(z)| over the whole line is 0.0073 (at the
-plateau; ``mpcnet.plain.logreg.SIGMOID_ERROR``, checked on a fine grid by the tests,
-where the float reference ``approximate`` lives). The constants were found by a
-local search over breakpoints in steps of 1/32 and integer slope steps.
+with breakpoints h = (1.65625, 3.96875) and slope steps a = (39, 16): slope 55/256 on
+[-h_1, h_1] (sigma'(0) = 1/4), 16/256 out to h_2, 0 beyond, where s stays at 1/2 +- 0.5004.
+Its largest error |s(z) - sigma(z)| over the whole line is 0.0190 (at |z| = h_2;
+``mpcnet.plain.logreg.SIGMOID_ERROR``, checked on a fine grid by the tests, where the float
+reference ``approximate`` lives). The constants are the best of an exhaustive search over
+breakpoints in steps of 1/32 and integer slope steps whose plateau is 1/2 +- 0.50 to 0.51: a
+plateau inside (0, 1) (the best unconstrained pair, error 0.0151, stays at 1/2 +- 0.4856)
+pushes every confidently classified row on, and the weights away from scikit-learn's (a
+coefficient gap of 9.9 on SpeedDating's folds against 0.66 with this pair and 0.85 with four
+breakpoints a side).
 
 Why this one. With clamp(z, -h, h) = z - [z > h](z - h) - [z < -h](z + h), evaluating s costs
-eight sign tests, run as one batch, and eight products of a 0/1 bit with a value, in one round;
+four sign tests, run as one batch, and four products of a 0/1 bit with a value, in one round;
 the slopes are integers over 2^8, so s(z) is exact in fixed point with 8 more fractional bits
-than z, and no value is truncated. An odd polynomial (0.0036 at degree 9 on [-6, 6], with five
+than z, and no value is truncated. Two pieces more (h = (1.09375, 2.1875, 3.6875, 6.46875),
+a = (25, 22, 11, 2), error 0.0073) cost eight sign tests, twice these, which were two thirds
+of a passive3 epoch's CPU time (py-spy on the servers, docs/performance.md, "Training"), and
+changed no trained model's accuracy by more than 0.31 points (plaintext, 5 folds on LSVT,
+CogLoad, SpeedDating with and without its label-leaking columns, and wine; bench.accuracy runs
+the private models). An odd polynomial (0.0036 at degree 9 on [-6, 6], with five
 truncated products per value and a clip) needs its products one after another: four levels of
 a product and a truncation (``mpcnet.ops.truncate``: 3 to 4 rounds each) after the clip's sign
-tests, where these eight tests run in one batch, for an error that does not change the trained
-model's accuracy (bench.accuracy). Mohassel and Zhang
-(SecureML, S&P 2017) use three pieces (error 0.38, at z = 1/2); more pieces buy accuracy at the
-price of sign tests only.
+tests, where these tests run in one batch. Mohassel and Zhang (SecureML, S&P 2017) use three
+pieces (error 0.38, at z = 1/2); more pieces buy accuracy at the price of sign tests only.
 """
 
 from __future__ import annotations
