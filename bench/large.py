@@ -181,7 +181,9 @@ def _plan_text(plan: dict[str, Any] | None) -> str:
     if not plan:
         return ""
     return (f"{plan['method']}, {plan['comparisons']:,} comparisons, {plan['levels']} level(s), "
-            f"{plan['blocks']} column block(s), {plan.get('row_blocks', 1)} row block(s)")
+            f"{plan['blocks']} column block(s)"
+            + (f" in {plan['tiles']} tiles of rows each" if plan.get("tiles", 1) > 1 else "")
+            + f", {plan.get('row_blocks', 1)} row block(s)")
 
 
 def _peaks(d: dict[str, Any]) -> str:
