@@ -107,7 +107,10 @@ def _piece(cells: int) -> int:
 
 class _Pieces:
     """Checkpoints once about a piece of sign tests has run since the last one, so that the
-    small levels of the tournament share one check instead of one each."""
+    small levels of the tournament share one check instead of one each, and at the end of a
+    block's tournament (``flush``): a block's m - 1 comparisons per column never reach its
+    piece of m per column, and unchecked, every block's ANDs and MAC records stayed queued
+    until the job's last check (docs/performance.md, "The best-split Gini")."""
 
     def __init__(self, s: Scheme, piece: int) -> None:
         self.s, self.piece, self.since = s, piece, 0
@@ -115,6 +118,11 @@ class _Pieces:
     async def ran(self, tests: int) -> None:
         self.since += tests
         if self.since >= self.piece:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Check what ran since the last checkpoint, if anything did."""
+        if self.since:
             await self.s.checkpoint()
             self.since = 0
 
@@ -246,6 +254,7 @@ async def of_statistics(s: Scheme, stats: tuple[Shared, ...], sizes: Shared, m: 
             await done.ran(tests * min(step, pairs * p - lo))
         kept = join(winners, 1).reshape(rows, pairs, p)
         candidates = kept if count % 2 == 0 else join([kept, candidates[:, count - 1:]], 1)
+    await done.flush()  # before the next block's tournament queues its own
     best = candidates.reshape(rows, p)[lq + ld:]
     square_bits = (m * m).bit_length()
     return await square_fractions(s, best[0], best[1], best[2], best[3], plan, square_bits)
