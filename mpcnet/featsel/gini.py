@@ -34,11 +34,12 @@ Escudero, Volgushev (PETS 2021) for decision trees:
    not 2n), zeroed where the next value is equal (one sign test per row:
    [x_{i+1} - x_i - 1 < 0], the values being sorted);
 4. a tournament over the m candidates of every column (log2 m levels of exact fraction
-   comparisons, ``mpcnet.ops.fraction``, a piece of at most PIECE sign tests at a time), in
-   a plan of its own without a tie range (whole while the cross products fit 63 bits, to
-   10,808 rows, else digits). a and b' are public at the first level, so its fractions are
-   local once A.A and B.B are in digits; the winner's A.A, B.B, a and b' go along, and the
-   ranking's fractions are formed from them as MS-GINI's.
+   comparisons, ``mpcnet.ops.fraction``, a piece of at most PIECE sign tests at a time, the
+   last one checked at the block's end), in a plan of its own without a tie range (whole
+   while the cross products fit 63 bits, to 10,808 rows, else digits). a and b' are public
+   at the first level, so its fractions are local once A.A and B.B are in digits; the
+   winner's A.A, B.B, a and b' go along, and the ranking's fractions are formed from them
+   as MS-GINI's.
 Equal fractions are equal scores whichever candidate wins, so the ranking's ties stay exact.
 
 Active settings (docs/cheating.md, "The best-split Gini's sort"): the shuffle is checked
