@@ -34,11 +34,12 @@ Escudero, Volgushev (PETS 2021) for decision trees:
    not 2n), zeroed where the next value is equal (one sign test per row:
    [x_{i+1} - x_i - 1 < 0], the values being sorted);
 4. a tournament over the m candidates of every column (log2 m levels of exact fraction
-   comparisons, ``mpcnet.ops.fraction``, a piece of at most PIECE sign tests at a time), in
-   a plan of its own without a tie range (whole while the cross products fit 63 bits, to
-   10,808 rows, else digits). a and b' are public at the first level, so its fractions are
-   local once A.A and B.B are in digits; the winner's A.A, B.B, a and b' go along, and the
-   ranking's fractions are formed from them as MS-GINI's.
+   comparisons, ``mpcnet.ops.fraction``, a piece of at most PIECE sign tests at a time, the
+   last one checked at the block's end), in a plan of its own without a tie range (whole
+   while the cross products fit 63 bits, to 10,808 rows, else digits). a and b' are public
+   at the first level, so its fractions are local once A.A and B.B are in digits; the
+   winner's A.A, B.B, a and b' go along, and the ranking's fractions are formed from them
+   as MS-GINI's.
 Equal fractions are equal scores whichever candidate wins, so the ranking's ties stay exact.
 
 Active settings (docs/cheating.md, "The best-split Gini's sort"): the shuffle is checked
@@ -107,7 +108,10 @@ def _piece(cells: int) -> int:
 
 class _Pieces:
     """Checkpoints once about a piece of sign tests has run since the last one, so that the
-    small levels of the tournament share one check instead of one each."""
+    small levels of the tournament share one check instead of one each, and at the end of a
+    block's tournament (``flush``): a block's m - 1 comparisons per column never reach its
+    piece of m per column, and unchecked, every block's ANDs and MAC records stayed queued
+    until the job's last check (docs/performance.md, "The best-split Gini")."""
 
     def __init__(self, s: Scheme, piece: int) -> None:
         self.s, self.piece, self.since = s, piece, 0
@@ -115,6 +119,11 @@ class _Pieces:
     async def ran(self, tests: int) -> None:
         self.since += tests
         if self.since >= self.piece:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Check what ran since the last checkpoint, if anything did."""
+        if self.since:
             await self.s.checkpoint()
             self.since = 0
 
@@ -246,6 +255,7 @@ async def of_statistics(s: Scheme, stats: tuple[Shared, ...], sizes: Shared, m: 
             await done.ran(tests * min(step, pairs * p - lo))
         kept = join(winners, 1).reshape(rows, pairs, p)
         candidates = kept if count % 2 == 0 else join([kept, candidates[:, count - 1:]], 1)
+    await done.flush()  # before the next block's tournament queues its own
     best = candidates.reshape(rows, p)[lq + ld:]
     square_bits = (m * m).bit_length()
     return await square_fractions(s, best[0], best[1], best[2], best[3], plan, square_bits)
