@@ -75,8 +75,9 @@ async def bit_counts(s: Scheme, bits: Shared, labels: Shared) -> tuple[Shared, S
     if not s.split_terms:
         flags = await bit_to_arith(s, bits)
         return s.sum(flags, 0), await s.matmul(flags.T, labels)
-    # flag AND label, 64 rows a word; a label that is not 0/1 fails check_one_hot before any
-    # output (mpcnet.featsel.labels), whatever its low bit made of these counts
+    # flag AND label, 64 rows a word; a label that is not 0/1 fails the one-hot check
+    # (mpcnet.featsel.labels.open_one_hot) before any output, whatever its low bit made of
+    # these counts
     in_class = await s.and_(_packed_rows(bits).reshape(-1, p, 1),
                             _packed_rows(low_bits(s, labels)).reshape(-1, 1, c))
     both = join([bits.reshape(m, p, 1), _unpacked_rows(in_class, m)], 2)
