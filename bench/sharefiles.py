@@ -7,10 +7,11 @@ file holding both components of all 100 columns, twice per tile. This writes suc
 reads it once to have it in the page cache, as a server re-reading its tiles does, then
 times ``block`` over all its rows for blocks of several widths: the median CPU and wall
 seconds of ``--repeat`` reads and the most resident memory a read adds (VmHWM, reset before
-each read) beyond its block. Prints a Markdown table (and writes it with ``--json``).
+each read) beyond its block. Writes ``bench/results/sharefiles.md`` and ``.json`` (``--out``)
+naming the commit, the machine and the load.
 
-    python -m bench.sharefiles [--rows 333334] [--columns 100] [--components 2]
-                               [--widths 1 6 25 100] [--repeat 7] [--json FILE]
+    python -m bench.sharefiles [--rows 333334] [--columns 100] [--components 2 3]
+                               [--widths 1 6 25 100] [--repeat 7] [--out FILE]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # bench/ is not an installed package
     sys.path.insert(0, str(ROOT))
 
+from bench import report  # noqa: E402
 from bench.measure import _peak_bytes, _reset_peak  # noqa: E402
 from mpcnet.parties.sharefiles import ShareFile, StoredShares  # noqa: E402
 
@@ -78,7 +80,7 @@ def measure(rows: int, columns: int, components: int, widths: list[int], repeat:
             if not np.array_equal(block, reference[..., :, block_columns]):
                 raise AssertionError(f"the block of {width} column(s) differs from the file")
             del block
-            out.append({"width": width, "cpu_s": statistics.median(cpu),
+            out.append({"components": components, "width": width, "cpu_s": statistics.median(cpu),
                         "wall_s": statistics.median(wall), "extra_peak_mb": max(extra) / 1e6,
                         "file_mb": 8 * components * rows * columns / 1e6})
         del reference
@@ -87,24 +89,36 @@ def measure(rows: int, columns: int, components: int, widths: list[int], repeat:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.sharefiles",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=333_334)
     ap.add_argument("--columns", type=int, default=100)
-    ap.add_argument("--components", type=int, default=2)
+    ap.add_argument("--components", type=int, nargs="+", default=[2, 3])
     ap.add_argument("--widths", type=int, nargs="+", default=[1, 6, 25, 100])
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sharefiles.md")
     args = ap.parse_args(argv)
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    results = measure(args.rows, args.columns, args.components, args.widths, args.repeat)
-    print(f"{args.rows} x {args.columns} x {args.components} components, load {' '.join(load)}, "
-          f"median of {args.repeat}\n")
-    print("| columns | CPU s | wall s | peak MB beyond the block |\n|---:|---:|---:|---:|")
-    for r in results:
-        print(f"| {r['width']} | {r['cpu_s']:.3f} | {r['wall_s']:.3f} | {r['extra_peak_mb']:.0f} |")
-    if args.json:
-        args.json.write_text(json.dumps({"load": load, "args": vars(args) | {"json": None},
-                                         "results": results}, indent=1))
+    load = [Path("/proc/loadavg").read_text().split()[:3]]
+    results = []
+    for components in args.components:
+        results += measure(args.rows, args.columns, components, args.widths, args.repeat)
+        load.append(Path("/proc/loadavg").read_text().split()[:3])
+    lines = ["# Reading blocks of a stored share file (`python -m bench.sharefiles`)\n",
+             f"{report.code_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+             f"{report.machine()}; load average (1, 5, 15 min) "
+             + " then ".join("/".join(x) for x in load) + ".\n",
+             f"`StoredShares.block` over all {args.rows:,} rows of a {args.rows:,} x "
+             f"{args.columns} file (the page cache warm), median of {args.repeat} reads.\n",
+             "| components | columns | CPU s | wall s | peak MB beyond the block |",
+             "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['components']} | {r['width']} | {r['cpu_s']:.3f} | {r['wall_s']:.3f} | "
+              f"{r['extra_peak_mb']:.0f} |" for r in results]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.write_text(text)
+    args.out.with_suffix(".json").write_text(json.dumps(
+        {"code": report.code_version(), "load": load, "rows": args.rows,
+         "columns": args.columns, "repeat": args.repeat, "results": results}, indent=1))
 
 
 if __name__ == "__main__":
