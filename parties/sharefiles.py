@@ -101,9 +101,9 @@ class ShareFile:
     def read_into(self, out: np.ndarray, rows: slice, columns: slice) -> None:
         """Copy [..., rows, columns] of the file into ``out`` (of that shape, any strides),
         mapping about READ_BYTES of whole rows of one leading index at a time. A file shorter
-        than its header is refused before it is mapped; one truncated while it is mapped (by
-        hand, under a running job) stops the process with SIGBUS instead, as a file written
-        over in place would have been read unchecked by plain reads."""
+        than its header is refused before it is mapped; one truncated by hand while it is
+        mapped stops the process with SIGBUS (neither a map nor plain reads guard against the
+        checked file being changed in place under a running job)."""
         m, p = self.shape[-2:]
         start, stop, _ = rows.indices(m)
         left, right, _ = columns.indices(p)
