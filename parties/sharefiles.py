@@ -2,15 +2,21 @@
 
 A contribution's share array is one ``.npy`` file of shape (leading axes..., rows, columns),
 uint64, C order, as ``np.save`` writes it. A job never loads a large one whole: the SHA-256 is
-checked by streaming the file, and ``StoredShares`` reads the blocks pi_GINI-FS asks for
-(``mpcnet.featsel.source``) with plain file reads into fresh arrays, so the memory a block
-takes is the block (a memory map would count every page it touched). Uploads arrive a block
-of rows at a time too (``ShareFileWriter``) into a file preallocated at its final size.
+checked once, when the file is opened, by streaming it through the descriptor every later read
+uses, and ``StoredShares`` reads the blocks pi_GINI-FS asks for (``mpcnet.featsel.source``)
+through a read-only memory map of that descriptor, about READ_BYTES of whole rows mapped at a
+time and unmapped before the next: only the columns asked for are copied (a one-column tile
+of a 100-column file no longer copies its 99 other columns), and the memory a block takes is
+the block and one mapped piece. Reading a part after checking the whole file is what the
+descriptor's plain reads did too: both read the checked inode (docs/performance.md, "Large
+datasets"). Uploads arrive a block of rows at a time (``ShareFileWriter``) into a file
+preallocated at its final size.
 """
 
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +28,7 @@ import numpy as np
 from mpcnet.errors import StorageError
 from mpcnet.signing import ComponentHash
 
-READ_BYTES = 32 << 20  # rows are read in pieces of about this size
+READ_BYTES = 32 << 20  # rows are read (or mapped) in pieces of about this size
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,39 @@ class ShareFile:
                 done += got
         return out
 
+    def read_into(self, out: np.ndarray, rows: slice, columns: slice) -> None:
+        """Copy [..., rows, columns] of the file into ``out`` (of that shape, any strides),
+        mapping about READ_BYTES of whole rows of one leading index at a time. A file shorter
+        than its header is refused before it is mapped; one truncated by hand while it is
+        mapped stops the process with SIGBUS (neither a map nor plain reads guard against the
+        checked file being changed in place under a running job)."""
+        m, p = self.shape[-2:]
+        start, stop, _ = rows.indices(m)
+        left, right, _ = columns.indices(p)
+        if start >= stop or left >= right:
+            return
+        if os.fstat(self.fd).st_size < self.offset + 8 * int(np.prod(self.shape, dtype=np.int64)):
+            raise StorageError(f"{self.path} is shorter than its header says; restore it from "
+                               "a backup")
+        step = max(1, READ_BYTES // (8 * p))
+        for slot, index in enumerate(np.ndindex(*self.shape[:-2])):
+            for lo in range(start, stop, step):
+                hi = min(stop, lo + step)
+                at = self.offset + (slot * m + lo) * p * 8
+                base = at - at % mmap.ALLOCATIONGRANULARITY
+                with mmap.mmap(self.fd, at - base + (hi - lo) * p * 8, access=mmap.ACCESS_READ,
+                               offset=base) as mapped:
+                    _copy_columns(mapped, at - base, (hi - lo, p), left, right,
+                                  out[index + (slice(lo - start, hi - start),)])
+
+
+def _copy_columns(mapped: mmap.mmap, at: int, shape: tuple[int, int], left: int, right: int,
+                  out: np.ndarray) -> None:
+    """Copy columns left..right-1 of the rows mapped at ``at`` into ``out``; the view of the
+    map ends with the call, so the map can be closed."""
+    whole = np.frombuffer(mapped, np.uint64, shape[0] * shape[1], at).reshape(shape)
+    out[...] = whole[:, left:right]
+
 
 def sha256_of(path: Path) -> str:
     """The file's SHA-256, read in pieces."""
@@ -118,28 +157,27 @@ class StoredShares:
             return first[:-2] + (sum(f.rows for f in self.files), first[-1])
         return first[:-1] + (sum(f.shape[-1] for f in self.files),)
 
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        if not self.by_rows:  # every contribution holds these rows of its own columns
-            parts = [f.read_rows(start, stop) for f in self.files]
-            return np.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
-        parts, at = [], 0
-        for f in self.files:
-            lo, hi = max(start, at), min(stop, at + f.rows)
-            if lo < hi:
-                parts.append(f.read_rows(lo - at, hi - at))
-            at += f.rows
-        return np.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
-
     def block(self, rows: slice, columns: slice) -> np.ndarray:
-        """The rows and columns asked for, read about READ_BYTES of whole rows at a time."""
+        """The rows and columns asked for, each file's part copied from its map
+        (``ShareFile.read_into``)."""
         shape = self.shape
         start, stop, _ = rows.indices(shape[-2])
         left, right, _ = columns.indices(shape[-1])
         out = np.empty(shape[:-2] + (stop - start, right - left), dtype=np.uint64)
-        step = max(1, READ_BYTES // (8 * shape[-1] * int(np.prod(shape[:-2], dtype=np.int64))))
-        for lo in range(start, stop, step):
-            hi = min(stop, lo + step)
-            out[..., lo - start:hi - start, :] = self.rows(lo, hi)[..., left:right]
+        at = 0
+        for f in self.files:
+            if self.by_rows:
+                lo, hi = max(start, at), min(stop, at + f.rows)
+                if lo < hi:
+                    f.read_into(out[..., lo - start:hi - start, :], slice(lo - at, hi - at),
+                                slice(left, right))
+                at += f.rows
+            else:  # every contribution holds these rows of its own columns
+                lo, hi = max(left, at), min(right, at + f.shape[-1])
+                if lo < hi:
+                    f.read_into(out[..., lo - left:hi - left], slice(start, stop),
+                                slice(lo - at, hi - at))
+                at += f.shape[-1]
         return out
 
 

@@ -224,3 +224,14 @@ def test_planner_unit_costs_are_measured() -> None:
 
     costs = planner.unit_costs("passive3")
     assert all(0 < v < 1 for v in costs.values()), costs
+
+
+def test_sharefiles_bench_reads_every_width(tmp_path: Path) -> None:
+    from bench import sharefiles
+
+    out = tmp_path / "sharefiles.md"
+    sharefiles.main(["--rows", "40", "--columns", "5", "--components", "2", "3", "--widths",
+                     "1", "5", "--repeat", "1", "--out", str(out)])
+    results = json.loads(out.with_suffix(".json").read_text())["results"]
+    assert [(r["components"], r["width"]) for r in results] == [(2, 1), (2, 5), (3, 1), (3, 5)]
+    assert "| 3 | 5 |" in out.read_text()
