@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import opened, outcomes, run_protocol
+from test_cheating import _messages_of_each_kind
 
 from mpcnet.errors import CheatingDetected
 from mpcnet.net.engine import RoundEngine
@@ -75,53 +76,17 @@ def _run_active4(fault: FaultInjector | None,
     return outcomes(info.n_parties, party)
 
 
-class _AtWord(FaultInjector):
-    """Adds ``delta`` to word ``where`` of the message (0 first, 1 middle, 2 last): a message
-    holds several joint sharings (``_TERMS``, the halves of ``_JMPS``) one after the other."""
-
-    where: int = 0
-
-    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        if (party != self.party or kind != self.kind or self.fired >= self.times
-                or payload.size == 0):
-            return payload
-        self.seen += 1
-        if self.seen <= self.after:
-            return payload
-        self.fired += 1
-        out = np.array(payload, dtype=U64, copy=True).reshape(-1)
-        at = (0, out.size // 2, out.size - 1)[self.where]
-        out[at] = out[at] + U64(self.delta % (1 << 64))
-        return out.reshape(payload.shape)
-
-
-def _message_counts() -> dict[tuple[int, str], int]:
-    counts: dict[tuple[int, str], int] = {}
-
-    class Counter(FaultInjector):
-        def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-            if payload.size:
-                counts[(party, kind)] = counts.get((party, kind), 0) + 1
-            return payload
-
-    ran = _run_active4(Counter(0, "jmp-value", times=0))
-    for out in ran:
-        np.testing.assert_array_equal(np.asarray(out), _expected_counts())
-    return counts
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("cheater", range(4))
 def test_active4_every_message_of_the_split_products_and_counts_is_caught(cheater: int) -> None:
     """Every jmp value and digest the cheater sends in msb, bit_counts and bit_to_arith, one
     at a time (each position, not a sample), with a low-bit error (the one a bit's AND or a
     0/1 term would carry) and a high one, at the message's first, middle and last word."""
-    counts = _message_counts()
+    counts = _messages_of_each_kind("active4", _run_active4)
     for kind in ("jmp-value", "jmp-hash"):
         for position in range(counts.get((cheater, kind), 0)):
             for delta, where in ((1, 0), (1, 2), (1 << 40, 1)):
-                fault = _AtWord(cheater, kind, after=position, delta=delta)
-                fault.where = where
+                fault = FaultInjector(cheater, kind, after=position, delta=delta, word=where)
                 ran = _run_active4(fault)
                 honest = [o for i, o in enumerate(ran) if i != cheater]
                 assert fault.fired == 1, (kind, position)

@@ -38,8 +38,9 @@ KINDS: dict[str, tuple[str, ...]] = {
 
 @dataclass
 class FaultInjector:
-    """Makes party ``party`` deviate by adding ``delta`` to the first word of its outgoing
-    messages of kind ``kind`` (to ``peer``, or to any peer if None), skipping the first
+    """Makes party ``party`` deviate by adding ``delta`` to a word of its outgoing messages of
+    kind ``kind`` (to ``peer``, or to any peer if None): the first, middle or last (``word``
+    0, 1, 2; a message may hold several sharings one after the other), skipping the first
     ``after`` such messages and then tampering with the next ``times``."""
 
     party: int
@@ -48,6 +49,7 @@ class FaultInjector:
     delta: int = 1
     times: int = 1
     after: int = 0
+    word: int = 0
     seen: int = field(default=0, init=False)
     fired: int = field(default=0, init=False)
 
@@ -65,7 +67,8 @@ class FaultInjector:
             return payload
         self.fired += 1
         out = np.array(payload, dtype=U64, copy=True).reshape(-1)
-        out[0] = out[0] + U64(self.delta % (1 << 64))
+        at = (0, out.size // 2, out.size - 1)[self.word]
+        out[at] = out[at] + U64(self.delta % (1 << 64))
         return out.reshape(payload.shape)
 
     def observe(self, party: int, event: str, value: object) -> None:
