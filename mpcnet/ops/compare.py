@@ -225,8 +225,9 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
     return s.xor(top, carry).reshape(shape)
 
 
-def _bit_words(d: np.ndarray) -> np.ndarray:
-    """Bit 0 of every word, 64 to a word (value i at bit i mod 64 of word i div 64)."""
+def packed_bits(d: np.ndarray) -> np.ndarray:
+    """Bit 0 of every word of the last axis, 64 to a word (value i at bit i mod 64 of word
+    i div 64, the last word padded with zeros): a local, bitwise-linear map."""
     count = d.shape[-1]
     padded = np.zeros(d.shape[:-1] + (-(-count // 64) * 64,), dtype=np.uint64)
     padded[..., :count] = d & np.uint64(1)
@@ -235,7 +236,8 @@ def _bit_words(d: np.ndarray) -> np.ndarray:
 
 
 def unpacked_bits(words: np.ndarray, count: int) -> np.ndarray:
-    """The ``count`` bits of opened words of ``greater_pairs`` as 0/1 int64, in value order."""
+    """The ``count`` bits of opened ``packed_bits`` words (``greater_pairs``) as 0/1 int64,
+    in value order."""
     bits = (np.asarray(words, dtype=np.uint64)[..., None] >> _BIT_PLACES) & np.uint64(1)
     return bits.reshape(-1)[:count].astype(np.int64)
 
@@ -273,8 +275,9 @@ async def greater_pairs(s: Scheme, x: Shared, y: Shared, a: Shared, b: Shared) -
     words_greater = bits(s.xor(gen, last[0]))[:n]
     words_equal = bits(last[1])[:n]
     halves = concat([bits(gen)[n:], bits(gen, low=True)[n:]])[:n]
-    greater = s.xor(local_map(words_greater, _bit_words),
-                    await s.and_(local_map(words_equal, _bit_words), local_map(halves, _bit_words)))
+    greater = s.xor(local_map(words_greater, packed_bits),
+                    await s.and_(local_map(words_equal, packed_bits),
+                                 local_map(halves, packed_bits)))
     return greater
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mpcnet.errors import InputError
-from mpcnet.ops.compare import msb
+from mpcnet.ops.compare import msb, packed_bits, unpacked_bits
 from mpcnet.ops.convert import local_map
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.schemes.base import Scheme, Shared
@@ -27,29 +27,12 @@ from mpcnet.schemes.base import Scheme, Shared
 KEY_BOUND = 1 << 62
 """Keys must lie in [-KEY_BOUND, KEY_BOUND): their differences then never wrap Z_2^64."""
 
-_PLACES = np.arange(64, dtype=np.uint64)
-
-
-def _packed(bits: np.ndarray) -> np.ndarray:
-    """Bit 0 of every word of the last axis, 64 to a word (value i at bit i mod 64 of word
-    i div 64; the last word padded with zeros): a local, bitwise-linear map."""
-    count = bits.shape[-1]
-    padded = np.zeros(bits.shape[:-1] + (-(-count // 64) * 64,), dtype=np.uint64)
-    padded[..., :count] = bits & np.uint64(1)
-    grouped = padded.reshape(bits.shape[:-1] + (-1, 64)) << _PLACES
-    return np.bitwise_or.reduce(grouped, axis=-1)
-
-
-def _unpacked(words: np.ndarray, count: int) -> np.ndarray:
-    """The ``count`` bits that ``_packed`` put into ``words``, as 0/1 int64."""
-    return ((words[:, None] >> _PLACES) & np.uint64(1)).reshape(-1)[:count].astype(np.int64)
-
 
 async def _opened_signs(s: Scheme, x: Shared) -> np.ndarray:
     """[x < 0] for every value of x, opened 64 to a word once the pending ANDs pass
     (``Scheme.open_of``: the values' own MACs are the caller's to check before)."""
-    signs = local_map(await msb(s, x), _packed)
-    return _unpacked(np.asarray(await s.open_of(signs, (), binary=True)), x.size)
+    signs = local_map(await msb(s, x), packed_bits)
+    return unpacked_bits(np.asarray(await s.open_of(signs, (), binary=True)), x.size)
 
 
 async def word_order(s: Scheme, keys: Shared, lengths: Sequence[int] | np.ndarray
