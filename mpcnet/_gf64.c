@@ -202,51 +202,148 @@ static PyObject *py_cross(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* fold(words, groups, tables, out): words (groups, K), tables (ceil(groups / 8), 256), out
- * (64, K): out[b][k] = XOR over c of tables[c][the byte of bits b of words[8c..8c+7][k]],
- * i.e. sum over l of lambda_l times bit b of words[l][k] when tables[c][y] is the sum of
- * lambda_{8c+i} over the set bits i of y: the verifiers' first compression */
-static PyObject *py_fold(PyObject *self, PyObject *args) {
+/* the 8 x 8 bit transpose of a word read as 8 byte rows: bit i of byte b of the result is
+ * bit b of byte i of x */
+static inline uint64_t transpose8(uint64_t x) {
+    uint64_t t;
+    t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL; x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL; x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL; x ^= t ^ (t << 28);
+    return x;
+}
+
+/* tables[l][y] = lam[l] sum over the set bits h of y of mu[h] (L, 256) */
+static void pair_tables(const uint64_t *lam, Py_ssize_t groups, const uint64_t *mu,
+                        uint64_t *tables) {
+    uint64_t g[256];
+    g[0] = 0;
+    for (int y = 1; y < 256; y++) g[y] = g[y & (y - 1)] ^ mu[__builtin_ctz(y)];
+    for (Py_ssize_t l = 0; l < groups; l++)
+        for (int y = 0; y < 256; y++) tables[l * 256 + y] = reduce(clmul(lam[l], g[y]));
+}
+
+/* fold2(words, lam, mu, out): words (L, K) bits, lam (L), mu (8), out (8, K):
+ * out[lo][k] = sum over l and h of lam[l] mu[h] bit 8 h + lo of words[l][k]: the first field
+ * level (bit b = 8 h + lo of group l) folded at both of its first coins at once, straight
+ * from the bits (each word's bytes transposed, one table lookup per byte) */
+static PyObject *py_fold2(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ow, *ot, *oo;
-    Py_ssize_t groups;
-    if (!PyArg_ParseTuple(args, "OnOO", &ow, &groups, &ot, &oo)) return NULL;
-    Py_buffer w, t, o;
+    PyObject *ow, *ol, *om, *oo;
+    if (!PyArg_ParseTuple(args, "OOOO", &ow, &ol, &om, &oo)) return NULL;
+    Py_buffer w, l, m, o;
     if (get(ow, &w, 0) < 0) return NULL;
-    if (get(ot, &t, 0) < 0) { PyBuffer_Release(&w); return NULL; }
-    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&t); return NULL; }
-    Py_ssize_t chunks = (groups + 7) / 8;
-    Py_ssize_t n = groups > 0 ? WORDS(w) / groups : 0;
-    if (groups <= 0 || WORDS(w) != groups * n || WORDS(t) != chunks * 256 || WORDS(o) != 64 * n) {
-        PyErr_SetString(PyExc_ValueError, "gf64.fold: shapes");
+    if (get(ol, &l, 0) < 0) { PyBuffer_Release(&w); return NULL; }
+    if (get(om, &m, 0) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&l); return NULL; }
+    if (get(oo, &o, 1) < 0) {
+        PyBuffer_Release(&w); PyBuffer_Release(&l); PyBuffer_Release(&m);
+        return NULL;
+    }
+    Py_ssize_t groups = WORDS(l), n = WORDS(o) / 8;
+    uint64_t *tables = NULL;
+    if (groups <= 0 || WORDS(m) != 8 || WORDS(o) != 8 * n || WORDS(w) != groups * n) {
+        PyErr_SetString(PyExc_ValueError, "gf64.fold2: shapes");
+    } else if ((tables = (uint64_t *)PyMem_RawMalloc((size_t)(groups * 256) * 8)) == NULL) {
+        PyErr_NoMemory();
     } else {
-        const uint64_t *pw = DATA(w), *pt = DATA(t);
+        const uint64_t *pw = DATA(w);
         uint64_t *po = DATA(o);
         Py_BEGIN_ALLOW_THREADS
-        memset(po, 0, (size_t)(64 * n) * 8);
+        pair_tables(DATA(l), groups, DATA(m), tables);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (Py_ssize_t g = 0; g < groups; g++) {
+                uint64_t x = transpose8(pw[g * n + k]);
+                const uint64_t *table = tables + 256 * g;
+                for (int lo = 0; lo < 8; lo++) acc[lo] ^= table[(x >> (8 * lo)) & 0xff];
+            }
+            for (int lo = 0; lo < 8; lo++) po[lo * n + k] = acc[lo];
+        }
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(tables);
+    }
+    PyBuffer_Release(&w); PyBuffer_Release(&l); PyBuffer_Release(&m); PyBuffer_Release(&o);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* bits_level(p0, p1, q0, q1, lam, mu, eps, out): p*, q* (L, K) bits, lam (L), mu (8), eps
+ * (K), out (64): with a_t[b][k] = sum over l of lam[l] bit b of p_t[l][k] (b_t likewise from
+ * q_t), out[8 h + h'] = sum over lo and k of mu[lo] eps[k] sum over t of a_t[8 h + lo][k]
+ * b_t[8 h' + lo][k]: the cross sums of the level that folds h (the bits' high digit), from
+ * which its polynomial follows; the field vectors are made a column at a time, never held */
+static PyObject *py_bits_level(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *obj[8];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4],
+                          &obj[5], &obj[6], &obj[7]))
+        return NULL;
+    Py_buffer v[8];
+    for (int i = 0; i < 8; i++) {
+        if (get(obj[i], &v[i], i == 7) < 0) {
+            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
+            return NULL;
+        }
+    }
+    Py_ssize_t groups = WORDS(v[4]), n = WORDS(v[6]);
+    int ok = groups > 0 && WORDS(v[5]) == 8 && WORDS(v[7]) == 64;
+    for (int i = 0; i < 4; i++) ok = ok && WORDS(v[i]) == groups * n;
+    uint64_t *tables = NULL;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "gf64.bits_level: shapes");
+    } else if ((tables = (uint64_t *)PyMem_RawMalloc((size_t)(groups * 256) * 8)) == NULL) {
+        PyErr_NoMemory();
+    } else {
+        const uint64_t *src[4] = {DATA(v[0]), DATA(v[1]), DATA(v[2]), DATA(v[3])};
+        const uint64_t *mu = DATA(v[5]), *eps = DATA(v[6]);
+        uint64_t *po = DATA(v[7]);
+        Py_BEGIN_ALLOW_THREADS
+        u128 acc[64];
+        memset(acc, 0, sizeof(acc));
+        /* as fold: tables[c][y] = the sum of lam[8 c + i] over the set bits i of y */
+        Py_ssize_t chunks = (groups + 7) / 8;
         for (Py_ssize_t c = 0; c < chunks; c++) {
-            const uint64_t *table = pt + 256 * c;
-            Py_ssize_t first = 8 * c, last = first + 8 < groups ? first + 8 : groups;
-            for (Py_ssize_t k = 0; k < n; k++) {
-                uint64_t col[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                for (Py_ssize_t l = first; l < last; l++) col[l - first] = pw[l * n + k];
-                uint64_t *column = po + k;
-                for (int j = 0; j < 8; j++) {
-                    /* byte i of x: byte j of word i; transposed, byte b of x holds bit b of
-                     * those bytes, one bit per word (an 8 x 8 bit transpose) */
-                    uint64_t x = 0, t;
-                    for (int i = 0; i < 8; i++) x |= ((col[i] >> (8 * j)) & 0xff) << (8 * i);
-                    t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL; x ^= t ^ (t << 7);
-                    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL; x ^= t ^ (t << 14);
-                    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL; x ^= t ^ (t << 28);
-                    for (int b = 0; b < 8; b++)
-                        column[(8 * j + b) * n] ^= table[(x >> (8 * b)) & 0xff];
+            uint64_t *table = tables + 256 * c;
+            table[0] = 0;
+            for (int y = 1; y < 256; y++) {
+                int i = __builtin_ctz(y);
+                table[y] = table[y & (y - 1)] ^ (8 * c + i < groups ? DATA(v[4])[8 * c + i] : 0);
+            }
+        }
+        uint64_t vec[4][64];
+        for (Py_ssize_t k = 0; k < n; k++) {
+            for (int t = 0; t < 4; t++) {
+                uint64_t *out = vec[t];
+                memset(out, 0, 64 * 8);
+                for (Py_ssize_t c = 0; c < chunks; c++) {
+                    const uint64_t *table = tables + 256 * c;
+                    uint64_t col[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    Py_ssize_t first = 8 * c, last = first + 8 < groups ? first + 8 : groups;
+                    for (Py_ssize_t l = first; l < last; l++) col[l - first] = src[t][l * n + k];
+                    for (int j = 0; j < 8; j++) {
+                        uint64_t x = 0;
+                        for (int i = 0; i < 8; i++) x |= ((col[i] >> (8 * j)) & 0xff) << (8 * i);
+                        x = transpose8(x);
+                        for (int b = 0; b < 8; b++) out[8 * j + b] ^= table[(x >> (8 * b)) & 0xff];
+                    }
+                }
+            }
+            uint64_t e = eps[k];
+            for (int lo = 0; lo < 8; lo++) {
+                uint64_t weight = reduce(clmul(mu[lo], e));
+                for (int t = 0; t < 2; t++) {
+                    uint64_t wa[8];
+                    for (int h = 0; h < 8; h++) wa[h] = reduce(clmul(weight, vec[t][8 * h + lo]));
+                    for (int h = 0; h < 8; h++)
+                        for (int g = 0; g < 8; g++)
+                            acc[8 * h + g] ^= clmul(wa[h], vec[2 + t][8 * g + lo]);
                 }
             }
         }
+        for (int i = 0; i < 64; i++) po[i] = reduce(acc[i]);
         Py_END_ALLOW_THREADS
+        PyMem_RawFree(tables);
     }
-    PyBuffer_Release(&w); PyBuffer_Release(&t); PyBuffer_Release(&o);
+    for (int i = 0; i < 8; i++) PyBuffer_Release(&v[i]);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
@@ -342,9 +439,10 @@ static PyMethodDef methods[] = {
     {"dot", py_dot, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
     {"weigh", py_weigh, METH_VARARGS, "the sum of eps[k] M(words[k])"},
     {"cross", py_cross, METH_VARARGS, "the prover's cross sums of the first compression"},
-    {"fold", py_fold, METH_VARARGS, "the verifiers' first compression of bit words"},
     {"combine", py_combine, METH_VARARGS, "sum_l c_l rows[l]"},
     {"level", py_level, METH_VARARGS, "the prover's polynomial of one level"},
+    {"fold2", py_fold2, METH_VARARGS, "the first field level folded at two coins, from bits"},
+    {"bits_level", py_bits_level, METH_VARARGS, "the cross sums of the bits' first level"},
     {NULL, NULL, 0, NULL},
 };
 

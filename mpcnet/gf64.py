@@ -142,9 +142,26 @@ def cross(p: tuple[np.ndarray, np.ndarray], q: tuple[np.ndarray, np.ndarray],
     return out
 
 
-def fold_bits(words: np.ndarray, coefficients: Sequence[int]) -> np.ndarray:
-    """(64, K): out[b, k] = sum_l coefficients_l bit b of words[l, k] (words (L, K))."""
-    groups, count = words.shape
-    out = np.empty((64, count), dtype=U64)
-    _gf64.fold(np.ascontiguousarray(words, dtype=U64), groups, byte_tables(coefficients), out)
+def fold_two(words: np.ndarray, coefficients: Sequence[int], high: Sequence[int]) -> np.ndarray:
+    """(8, K): out[lo, k] = sum_{l, h} coefficients_l high_h bit 8 h + lo of words[l, k]
+    (words (L, K)): the sums a[b, k] = sum_l coefficients_l bit b of words[l, k] folded again
+    over the high digit h of b = 8 h + lo, in one pass over the bits, a never held."""
+    count = words.shape[1]
+    out = np.empty((8, count), dtype=U64)
+    _gf64.fold2(np.ascontiguousarray(words, dtype=U64), np.asarray(coefficients, dtype=U64),
+                np.asarray(high, dtype=U64), out)
     return out
+
+
+def bits_cross(p: tuple[np.ndarray, np.ndarray], q: tuple[np.ndarray, np.ndarray],
+               coefficients: Sequence[int], low: Sequence[int], weights: np.ndarray
+               ) -> np.ndarray:
+    """S (8, 8): with a_t[b, k] = sum_l coefficients_l bit b of p_t[l, k] (b_t likewise from
+    q_t) read as (h, lo, k) for b = 8 h + lo, S[h, g] = sum_{lo, k} low_lo weights_k sum_t
+    a_t[h, lo, k] b_t[g, lo, k]: the cross sums of the level that folds h, the field vectors
+    made a column at a time in the kernel, never held."""
+    out = np.empty(64, dtype=U64)
+    p0, p1, q0, q1 = (np.ascontiguousarray(v, dtype=U64) for v in (*p, *q))
+    _gf64.bits_level(p0, p1, q0, q1, np.asarray(coefficients, dtype=U64),
+                     np.asarray(low, dtype=U64), np.ascontiguousarray(weights, dtype=U64), out)
+    return out.reshape(8, 8)

@@ -78,18 +78,54 @@ def test_lagrange_interpolates_every_polynomial_of_lower_degree(count: int) -> N
     assert total == at(r)
 
 
-def test_fold_bits_is_the_weighted_sum_of_each_bit_over_the_groups() -> None:
-    rng = np.random.default_rng(2)
-    words = _words(rng, (11, 5))
-    coefficients = [int(c) for c in _words(rng, 11)]
-    got = gf64.fold_bits(words, coefficients)
-    for k in range(5):
+def _reference_fold(words: np.ndarray, coefficients: list[int]) -> list[list[int]]:
+    """a[b][k] = the sum of coefficients_l over the groups l whose word k has bit b set."""
+    out = [[0] * words.shape[1] for _ in range(64)]
+    for k in range(words.shape[1]):
         for b in range(64):
-            want = 0
             for row, c in enumerate(coefficients):
                 if (int(words[row, k]) >> b) & 1:
-                    want ^= c
-            assert int(got[b, k]) == want
+                    out[b][k] ^= c
+    return out
+
+
+@pytest.mark.parametrize("groups", [1, 5, 11, 16])
+def test_fold_two_is_the_weighted_sum_of_each_bit_folded_again_by_its_high_digit(
+        groups: int) -> None:
+    rng = np.random.default_rng(groups)
+    words = _words(rng, (groups, 5))
+    coefficients = [int(c) for c in _words(rng, groups)]
+    high = [int(c) for c in _words(rng, 8)]
+    a = _reference_fold(words, coefficients)
+    got = gf64.fold_two(words, coefficients, high)
+    for k in range(5):
+        for lo in range(8):
+            want = 0
+            for h in range(8):
+                want ^= _reference_mul(high[h], a[8 * h + lo][k])
+            assert int(got[lo, k]) == want
+
+
+@pytest.mark.parametrize("groups", [3, 16])
+def test_bits_cross_sums_the_weighted_products_of_the_folded_bits(groups: int) -> None:
+    rng = np.random.default_rng(10 + groups)
+    count = 3
+    p0, p1, q0, q1 = (_words(rng, (groups, count)) for _ in range(4))
+    coefficients = [int(c) for c in _words(rng, groups)]
+    low, weights = [int(c) for c in _words(rng, 8)], _words(rng, count)
+    a = [_reference_fold(v, coefficients) for v in (p0, p1)]
+    b = [_reference_fold(v, coefficients) for v in (q0, q1)]
+    got = gf64.bits_cross((p0, p1), (q0, q1), coefficients, low, weights)
+    for h in range(8):
+        for g in range(8):
+            want = 0
+            for k in range(count):
+                for lo in range(8):
+                    w = _reference_mul(low[lo], int(weights[k]))
+                    for t in range(2):
+                        want ^= _reference_mul(_reference_mul(w, a[t][8 * h + lo][k]),
+                                               b[t][8 * g + lo][k])
+            assert int(got[h, g]) == want
 
 
 def test_weigh_and_cross_sum_weighted_bits() -> None:

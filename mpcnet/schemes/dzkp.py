@@ -31,9 +31,12 @@ The proof, over GF(2^64) (``mpcnet.gf64``), bits lifted as 0 and 1:
    a linear function of what each verifier holds, so each computes its part alone. If the
    claim was false, the new one holds only if Q(r) = Q*(r) for the true Q* != Q: probability
    at most (2L-2) / 2^64. The first level folds 16 groups of words into one field element
-   per bit (``gf64.fold_bits``), the prover's sums there by words (``gf64.cross``); the
-   next two fold the 64 bits of each word by 8 each, the rest the columns, by up to
-   ``COLUMN_RADIX`` (a few levels, on vectors 1/16 as long as the words).
+   per bit, the prover's sums there by words (``gf64.cross``); the next two fold the 64 bits
+   of each word by 8 each, the rest the columns, by up to ``COLUMN_RADIX`` (a few levels, on
+   vectors 1/16 as long as the words). Cost: the bits' first level is never held (4 field
+   elements a word): the prover's cross sums for it are made from the bits a column at a
+   time (``gf64.bits_cross``), and every party folds it at both of its coins at once, again
+   from the bits (``gf64.fold_two``), so the longest field vector is 1/2 of a word a word.
 3. Masking (zero knowledge). At length 1 the claim is u_0 v_0 + u_1 v_1 = c. The prover
    draws rho (known to A) and sigma (known to B) and sends, shared, P = U V for U of degree 2
    through (0: rho, 1: u_0, 2: u_1) and V through (sigma, v_0, v_1); d = P(1) + P(2) - c.
@@ -78,7 +81,6 @@ U64 = np.uint64
 FIRST_GROUPS = 16  # groups of words the first level folds into one field element per bit
 COLUMN_RADIX = 64  # the most a column level folds
 BIT_RADICES = (8, 8)  # the first two field levels fold the 64 bits of a word
-CHUNK = 4096  # columns per pass over the bits of the first field level
 FINAL_POINTS = 3  # the masking level's polynomials: (random, u_0, u_1)
 Factors = tuple[np.ndarray, np.ndarray]  # (p0, p1) or (q0, q1): flat uint64 words
 
@@ -147,6 +149,17 @@ def _interpolate(values: np.ndarray, r: int) -> int:
     return out
 
 
+def _from_cross(s: np.ndarray) -> np.ndarray:
+    """The values at 0..2L-2 of Q(X) = sum_{l, m} lambda_l(X) lambda_m(X) S[l, m], the
+    lambdas the Lagrange coefficients of 0..L-1: a level's polynomial from its cross sums."""
+    groups = s.shape[0]
+    rows = [int(s[j, j]) for j in range(groups)]
+    for j in range(groups - 1):
+        lam = gf64.lagrange(groups, groups + j)
+        rows.append(gf64.dot(gf64.combine(lam, s), np.asarray(lam, dtype=U64)))
+    return np.asarray(rows, dtype=U64)
+
+
 def _final_coin(r: int) -> int:
     """A coin outside the masking level's points {0, 1, 2} (where a mask's weight is 0)."""
     return r + FINAL_POINTS if r < FINAL_POINTS else r
@@ -154,7 +167,7 @@ def _final_coin(r: int) -> int:
 
 class _Levels:
     """What prover and verifiers share: the plan, the weights, the level reached, and the
-    first field level, streamed from the bits (never held whole: it is 4 words a word).
+    first field level, read from the bits (never held whole: it is 4 words a word).
 
     After the first level, bit b = 8 b_hi + b_lo of column k is entry (b_hi, b_lo, k); the
     field levels fold b_hi, then b_lo, then the columns' digits, and entry (b, k) weighs
@@ -171,21 +184,10 @@ class _Levels:
     def final(self) -> bool:
         return self.level == len(self.plan.radices) + 1
 
-    def _rows(self, words: np.ndarray, start: int, stop: int) -> np.ndarray:
-        """Columns start..stop-1 of the first field level, (b_hi, (b_lo, k))."""
-        return gf64.fold_bits(words[:, start:stop], self._lam1).reshape(8, -1)  # (b, k)
-
-    def _chunks(self) -> list[tuple[int, int]]:
-        cols = self.plan.columns
-        return [(a, min(cols, a + CHUNK)) for a in range(0, cols, CHUNK)]
-
     def _fold_first(self, words: np.ndarray, r: int) -> np.ndarray:
-        """The first field level folded at r: (b_lo, k), flat."""
-        lam = gf64.lagrange(8, r)
-        out = np.empty((8, self.plan.columns), dtype=U64)
-        for a, b in self._chunks():
-            out[:, a:b] = gf64.combine(lam, self._rows(words, a, b)).reshape(8, b - a)
-        return out.reshape(-1)
+        """The first field level folded at its coin and at r, straight from the bits:
+        (b_lo, k), flat."""
+        return gf64.fold_two(words, self._lam1, gf64.lagrange(8, r)).reshape(-1)
 
     def _fold(self, vectors: list[np.ndarray], r: int) -> list[np.ndarray]:
         radix = self.plan.radices[self.level - 1]
@@ -224,12 +226,10 @@ class Prover(_Levels):
     def polynomial(self) -> np.ndarray:
         """This level's Q at the points 0..2L-2 (the masking level draws rho and sigma)."""
         if self.level == 0:
-            s = gf64.cross(self._p, self._q, self._eps, self._gamma)
-            rows = [int(s[j, j]) for j in range(FIRST_GROUPS)]
-            for j in range(FIRST_GROUPS - 1):
-                lam = gf64.lagrange(FIRST_GROUPS, FIRST_GROUPS + j)
-                rows.append(gf64.dot(gf64.combine(lam, s), np.asarray(lam, dtype=U64)))
-            return np.asarray(rows, dtype=U64)
+            return _from_cross(gf64.cross(self._p, self._q, self._eps, self._gamma))
+        if self.level == 1:  # the field vectors made from the bits a column at a time
+            return _from_cross(gf64.bits_cross(self._p, self._q, self._lam1, self.weights[2],
+                                               self._eps))
         if self.final:
             self._rho, self._sigma = int(self._a.words(1)[0]), int(self._b.words(1)[0])
             through_u = np.asarray([self._rho, *(int(x[0]) for x in self._u)], dtype=U64)
@@ -238,12 +238,6 @@ class Prover(_Levels):
             vs = [_interpolate(through_v, j) for j in range(2 * FINAL_POINTS - 1)]
             return np.asarray([gf64.smul(a, b) for a, b in zip(us, vs, strict=True)], dtype=U64)
         out = np.zeros(2 * self.plan.radices[self.level - 1] - 1, dtype=U64)
-        if self.level == 1:  # streamed from the bits, a chunk of columns at a time
-            for a, b in self._chunks():
-                theta = gf64.tensor([self.weights[2], self._eps[a:b].tolist()])
-                for p, q in zip(self._p, self._q, strict=True):
-                    out ^= gf64.level_values(self._rows(p, a, b), self._rows(q, a, b), theta)
-            return out
         radix = self.plan.radices[self.level - 1]
         theta = gf64.tensor(self.weights[self.level + 1:])
         for u, v in zip(self._u, self._v, strict=True):
