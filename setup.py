@@ -7,4 +7,5 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension("mpcnet._ring128", ["mpcnet/_ring128.c"],
                              include_dirs=[numpy.get_include()],
                              extra_compile_args=["-O3"]),
-                   Extension("mpcnet._gf64", ["mpcnet/_gf64.c"], extra_compile_args=["-O3"])])
+                   Extension("mpcnet._gf64", ["mpcnet/_gf64.c"], depends=["mpcnet/_gf64_kernels.h"],
+                             extra_compile_args=["-O3"])])

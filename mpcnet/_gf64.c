@@ -3,7 +3,7 @@
  *
  * GF(2^64) = GF(2)[x] / (x^64 + x^4 + x^3 + x + 1); an element is a uint64 word, bit d the
  * coefficient of x^d; addition is XOR. A product is a carry-less multiply (the CPU's PCLMULQDQ
- * where it has one, else a loop) and one reduction; sums of products are accumulated unreduced
+ * where it has one, else a loop, inlined into each kernel: _gf64_kernels.h) and one reduction; sums of products are accumulated unreduced
  * (128 bits) and reduced once. Arrays are passed through the buffer protocol as C-contiguous
  * uint64 buffers; the Python wrapper (mpcnet.gf64) checks shapes and allocates outputs.
  */
@@ -27,15 +27,13 @@ static u128 clmul_loop(uint64_t a, uint64_t b) {
 #if defined(__x86_64__)
 #include <smmintrin.h>
 #include <wmmintrin.h>
-__attribute__((target("pclmul,sse4.1"))) static u128 clmul_hw(uint64_t a, uint64_t b) {
+__attribute__((target("pclmul,sse4.1"))) static inline u128 clmul_hw(uint64_t a, uint64_t b) {
     __m128i p = _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)a),
                                      _mm_cvtsi64_si128((long long)b), 0);
     uint64_t lo = (uint64_t)_mm_cvtsi128_si64(p), hi = (uint64_t)_mm_extract_epi64(p, 1);
     return ((u128)hi << 64) | lo;
 }
 #endif
-
-static u128 (*clmul)(uint64_t, uint64_t) = clmul_loop;
 
 /* x^64 = x^4 + x^3 + x + 1: fold the high word twice (the second fold has at most 4 bits) */
 static inline uint64_t reduce(u128 v) {
@@ -65,143 +63,6 @@ static int get(PyObject *obj, Py_buffer *view, int writable) {
 #define WORDS(view) ((Py_ssize_t)((view).len / 8))
 #define DATA(view) ((uint64_t *)(view).buf)
 
-/* mul(a, b, out): out[i] = a[i] b[i]; a or b may hold one element (broadcast) */
-static PyObject *py_mul(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *oa, *ob, *oo;
-    if (!PyArg_ParseTuple(args, "OOO", &oa, &ob, &oo)) return NULL;
-    Py_buffer a, b, o;
-    if (get(oa, &a, 0) < 0) return NULL;
-    if (get(ob, &b, 0) < 0) { PyBuffer_Release(&a); return NULL; }
-    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&a); PyBuffer_Release(&b); return NULL; }
-    Py_ssize_t n = WORDS(o), sa = WORDS(a) == 1 ? 0 : 1, sb = WORDS(b) == 1 ? 0 : 1;
-    if ((sa && WORDS(a) != n) || (sb && WORDS(b) != n)) {
-        PyErr_SetString(PyExc_ValueError, "gf64.mul: lengths differ");
-    } else {
-        const uint64_t *pa = DATA(a), *pb = DATA(b);
-        uint64_t *po = DATA(o);
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) po[i] = reduce(clmul(pa[i * sa], pb[i * sb]));
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&a); PyBuffer_Release(&b); PyBuffer_Release(&o);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
-}
-
-/* smul(a, b): a b for two scalars */
-static PyObject *py_smul(PyObject *self, PyObject *args) {
-    (void)self;
-    unsigned long long a, b;
-    if (!PyArg_ParseTuple(args, "KK", &a, &b)) return NULL;
-    return PyLong_FromUnsignedLongLong(reduce(clmul((uint64_t)a, (uint64_t)b)));
-}
-
-/* dot(a, b): the sum of a[i] b[i] */
-static PyObject *py_dot(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *oa, *ob;
-    if (!PyArg_ParseTuple(args, "OO", &oa, &ob)) return NULL;
-    Py_buffer a, b;
-    if (get(oa, &a, 0) < 0) return NULL;
-    if (get(ob, &b, 0) < 0) { PyBuffer_Release(&a); return NULL; }
-    uint64_t r = 0;
-    if (WORDS(a) != WORDS(b)) {
-        PyErr_SetString(PyExc_ValueError, "gf64.dot: lengths differ");
-    } else {
-        const uint64_t *pa = DATA(a), *pb = DATA(b);
-        Py_ssize_t n = WORDS(a);
-        u128 acc = 0;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) acc ^= clmul(pa[i], pb[i]);
-        Py_END_ALLOW_THREADS
-        r = reduce(acc);
-    }
-    PyBuffer_Release(&a); PyBuffer_Release(&b);
-    if (PyErr_Occurred()) return NULL;
-    return PyLong_FromUnsignedLongLong(r);
-}
-
-/* weigh(words, eps, tables): the sum over k of eps[k] M(words[k]); tables (8, 256) */
-static PyObject *py_weigh(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *ow, *oe, *ot;
-    if (!PyArg_ParseTuple(args, "OOO", &ow, &oe, &ot)) return NULL;
-    Py_buffer w, e, t;
-    if (get(ow, &w, 0) < 0) return NULL;
-    if (get(oe, &e, 0) < 0) { PyBuffer_Release(&w); return NULL; }
-    if (get(ot, &t, 0) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&e); return NULL; }
-    uint64_t r = 0;
-    if (WORDS(w) != WORDS(e) || WORDS(t) != 8 * 256) {
-        PyErr_SetString(PyExc_ValueError, "gf64.weigh: shapes");
-    } else {
-        const uint64_t *pw = DATA(w), *pe = DATA(e), *pt = DATA(t);
-        Py_ssize_t n = WORDS(w);
-        u128 acc = 0;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < n; k++) acc ^= clmul(pe[k], linear_map(pt, pw[k]));
-        Py_END_ALLOW_THREADS
-        r = reduce(acc);
-    }
-    PyBuffer_Release(&w); PyBuffer_Release(&e); PyBuffer_Release(&t);
-    if (PyErr_Occurred()) return NULL;
-    return PyLong_FromUnsignedLongLong(r);
-}
-
-/* cross(p0, p1, q0, q1, groups, eps, tables, out): p*, q* (groups, K) words, out (groups,
- * groups): out[l][l'] = sum over k of eps[k] M(p0[l][k] q0[l'][k] ^ p1[l][k] q1[l'][k]) with
- * AND and XOR on the words: the prover's sums of the first compression */
-static PyObject *py_cross(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *obj[7], *oo;
-    Py_ssize_t groups;
-    if (!PyArg_ParseTuple(args, "OOOOnOOO", &obj[0], &obj[1], &obj[2], &obj[3], &groups,
-                          &obj[4], &obj[5], &oo))
-        return NULL;
-    Py_buffer v[7], o;
-    int got = 0;
-    for (; got < 6; got++)
-        if (get(obj[got], &v[got], 0) < 0) break;
-    if (got < 6 || get(oo, &o, 1) < 0) {
-        for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
-        return NULL;
-    }
-    Py_ssize_t n = WORDS(v[4]);
-    int ok = groups > 0 && WORDS(o) == groups * groups && WORDS(v[5]) == 8 * 256;
-    for (int i = 0; i < 4; i++) ok = ok && WORDS(v[i]) == groups * n;
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "gf64.cross: shapes");
-    } else {
-        const uint64_t *p0 = DATA(v[0]), *p1 = DATA(v[1]), *q0 = DATA(v[2]), *q1 = DATA(v[3]);
-        const uint64_t *pe = DATA(v[4]), *pt = DATA(v[5]);
-        uint64_t *po = DATA(o);
-        Py_ssize_t g2 = groups * groups;
-        u128 *acc = (u128 *)PyMem_RawCalloc((size_t)g2, sizeof(u128));
-        if (acc == NULL) {
-            PyErr_NoMemory();
-        } else {
-            Py_BEGIN_ALLOW_THREADS
-            for (Py_ssize_t k = 0; k < n; k++) {
-                uint64_t e = pe[k];
-                for (Py_ssize_t l = 0; l < groups; l++) {
-                    uint64_t a0 = p0[l * n + k], a1 = p1[l * n + k];
-                    for (Py_ssize_t m = 0; m < groups; m++) {
-                        uint64_t g = (a0 & q0[m * n + k]) ^ (a1 & q1[m * n + k]);
-                        if (g) acc[l * groups + m] ^= clmul(e, linear_map(pt, g));
-                    }
-                }
-            }
-            for (Py_ssize_t i = 0; i < g2; i++) po[i] = reduce(acc[i]);
-            Py_END_ALLOW_THREADS
-            PyMem_RawFree(acc);
-        }
-    }
-    for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
-    PyBuffer_Release(&o);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
-}
-
 /* the 8 x 8 bit transpose of a word read as 8 byte rows: bit i of byte b of the result is
  * bit b of byte i of x */
 static inline uint64_t transpose8(uint64_t x) {
@@ -212,247 +73,74 @@ static inline uint64_t transpose8(uint64_t x) {
     return x;
 }
 
-/* tables[l][y] = lam[l] sum over the set bits h of y of mu[h] (L, 256) */
-static void pair_tables(const uint64_t *lam, Py_ssize_t groups, const uint64_t *mu,
-                        uint64_t *tables) {
-    uint64_t g[256];
-    g[0] = 0;
-    for (int y = 1; y < 256; y++) g[y] = g[y & (y - 1)] ^ mu[__builtin_ctz(y)];
-    for (Py_ssize_t l = 0; l < groups; l++)
-        for (int y = 0; y < 256; y++) tables[l * 256 + y] = reduce(clmul(lam[l], g[y]));
-}
-
-/* fold2(words, lam, mu, out): words (L, K) bits, lam (L), mu (8), out (8, K):
- * out[lo][k] = sum over l and h of lam[l] mu[h] bit 8 h + lo of words[l][k]: the first field
- * level (bit b = 8 h + lo of group l) folded at both of its first coins at once, straight
- * from the bits (each word's bytes transposed, one table lookup per byte) */
-static PyObject *py_fold2(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *ow, *ol, *om, *oo;
-    if (!PyArg_ParseTuple(args, "OOOO", &ow, &ol, &om, &oo)) return NULL;
-    Py_buffer w, l, m, o;
-    if (get(ow, &w, 0) < 0) return NULL;
-    if (get(ol, &l, 0) < 0) { PyBuffer_Release(&w); return NULL; }
-    if (get(om, &m, 0) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&l); return NULL; }
-    if (get(oo, &o, 1) < 0) {
-        PyBuffer_Release(&w); PyBuffer_Release(&l); PyBuffer_Release(&m);
-        return NULL;
-    }
-    Py_ssize_t groups = WORDS(l), n = WORDS(o) / 8;
-    uint64_t *tables = NULL;
-    if (groups <= 0 || WORDS(m) != 8 || WORDS(o) != 8 * n || WORDS(w) != groups * n) {
-        PyErr_SetString(PyExc_ValueError, "gf64.fold2: shapes");
-    } else if ((tables = (uint64_t *)PyMem_RawMalloc((size_t)(groups * 256) * 8)) == NULL) {
-        PyErr_NoMemory();
-    } else {
-        const uint64_t *pw = DATA(w);
-        uint64_t *po = DATA(o);
-        Py_BEGIN_ALLOW_THREADS
-        pair_tables(DATA(l), groups, DATA(m), tables);
-        for (Py_ssize_t k = 0; k < n; k++) {
-            uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (Py_ssize_t g = 0; g < groups; g++) {
-                uint64_t x = transpose8(pw[g * n + k]);
-                const uint64_t *table = tables + 256 * g;
-                for (int lo = 0; lo < 8; lo++) acc[lo] ^= table[(x >> (8 * lo)) & 0xff];
-            }
-            for (int lo = 0; lo < 8; lo++) po[lo * n + k] = acc[lo];
-        }
-        Py_END_ALLOW_THREADS
-        PyMem_RawFree(tables);
-    }
-    PyBuffer_Release(&w); PyBuffer_Release(&l); PyBuffer_Release(&m); PyBuffer_Release(&o);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
-}
-
-/* bits_level(p0, p1, q0, q1, lam, mu, eps, out): p*, q* (L, K) bits, lam (L), mu (8), eps
- * (K), out (64): with a_t[b][k] = sum over l of lam[l] bit b of p_t[l][k] (b_t likewise from
- * q_t), out[8 h + h'] = sum over lo and k of mu[lo] eps[k] sum over t of a_t[8 h + lo][k]
- * b_t[8 h' + lo][k]: the cross sums of the level that folds h (the bits' high digit), from
- * which its polynomial follows; the field vectors are made a column at a time, never held */
-static PyObject *py_bits_level(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *obj[8];
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4],
-                          &obj[5], &obj[6], &obj[7]))
-        return NULL;
-    Py_buffer v[8];
-    for (int i = 0; i < 8; i++) {
-        if (get(obj[i], &v[i], i == 7) < 0) {
-            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
-            return NULL;
-        }
-    }
-    Py_ssize_t groups = WORDS(v[4]), n = WORDS(v[6]);
-    int ok = groups > 0 && WORDS(v[5]) == 8 && WORDS(v[7]) == 64;
-    for (int i = 0; i < 4; i++) ok = ok && WORDS(v[i]) == groups * n;
-    uint64_t *tables = NULL;
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "gf64.bits_level: shapes");
-    } else if ((tables = (uint64_t *)PyMem_RawMalloc((size_t)(groups * 256) * 8)) == NULL) {
-        PyErr_NoMemory();
-    } else {
-        const uint64_t *src[4] = {DATA(v[0]), DATA(v[1]), DATA(v[2]), DATA(v[3])};
-        const uint64_t *mu = DATA(v[5]), *eps = DATA(v[6]);
-        uint64_t *po = DATA(v[7]);
-        Py_BEGIN_ALLOW_THREADS
-        u128 acc[64];
-        memset(acc, 0, sizeof(acc));
-        /* as fold: tables[c][y] = the sum of lam[8 c + i] over the set bits i of y */
-        Py_ssize_t chunks = (groups + 7) / 8;
-        for (Py_ssize_t c = 0; c < chunks; c++) {
-            uint64_t *table = tables + 256 * c;
-            table[0] = 0;
-            for (int y = 1; y < 256; y++) {
-                int i = __builtin_ctz(y);
-                table[y] = table[y & (y - 1)] ^ (8 * c + i < groups ? DATA(v[4])[8 * c + i] : 0);
-            }
-        }
-        uint64_t vec[4][64];
-        for (Py_ssize_t k = 0; k < n; k++) {
-            for (int t = 0; t < 4; t++) {
-                uint64_t *out = vec[t];
-                memset(out, 0, 64 * 8);
-                for (Py_ssize_t c = 0; c < chunks; c++) {
-                    const uint64_t *table = tables + 256 * c;
-                    uint64_t col[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    Py_ssize_t first = 8 * c, last = first + 8 < groups ? first + 8 : groups;
-                    for (Py_ssize_t l = first; l < last; l++) col[l - first] = src[t][l * n + k];
-                    for (int j = 0; j < 8; j++) {
-                        uint64_t x = 0;
-                        for (int i = 0; i < 8; i++) x |= ((col[i] >> (8 * j)) & 0xff) << (8 * i);
-                        x = transpose8(x);
-                        for (int b = 0; b < 8; b++) out[8 * j + b] ^= table[(x >> (8 * b)) & 0xff];
-                    }
-                }
-            }
-            uint64_t e = eps[k];
-            for (int lo = 0; lo < 8; lo++) {
-                uint64_t weight = reduce(clmul(mu[lo], e));
-                for (int t = 0; t < 2; t++) {
-                    uint64_t wa[8];
-                    for (int h = 0; h < 8; h++) wa[h] = reduce(clmul(weight, vec[t][8 * h + lo]));
-                    for (int h = 0; h < 8; h++)
-                        for (int g = 0; g < 8; g++)
-                            acc[8 * h + g] ^= clmul(wa[h], vec[2 + t][8 * g + lo]);
-                }
-            }
-        }
-        for (int i = 0; i < 64; i++) po[i] = reduce(acc[i]);
-        Py_END_ALLOW_THREADS
-        PyMem_RawFree(tables);
-    }
-    for (int i = 0; i < 8; i++) PyBuffer_Release(&v[i]);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
-}
-
-/* combine(coefficients, rows, out): rows (L, n), out (n): out[i] = sum_l c_l rows[l][i] */
-static PyObject *py_combine(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *oc, *orows, *oo;
-    if (!PyArg_ParseTuple(args, "OOO", &oc, &orows, &oo)) return NULL;
-    Py_buffer c, r, o;
-    if (get(oc, &c, 0) < 0) return NULL;
-    if (get(orows, &r, 0) < 0) { PyBuffer_Release(&c); return NULL; }
-    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&c); PyBuffer_Release(&r); return NULL; }
-    Py_ssize_t groups = WORDS(c), n = WORDS(o);
-    if (groups <= 0 || WORDS(r) != groups * n) {
-        PyErr_SetString(PyExc_ValueError, "gf64.combine: shapes");
-    } else {
-        const uint64_t *pc = DATA(c), *pr = DATA(r);
-        uint64_t *po = DATA(o);
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            u128 acc = 0;
-            for (Py_ssize_t l = 0; l < groups; l++) acc ^= clmul(pc[l], pr[l * n + i]);
-            po[i] = reduce(acc);
-        }
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&c); PyBuffer_Release(&r); PyBuffer_Release(&o);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
-}
-
-/* level(u, v, theta, lam, out): u, v (L, n), theta (n), lam (E, L), out (L + E): the values
- * at the points 0..L+E-1 of sum_i theta_i U_i(X) V_i(X), U_i and V_i the polynomials through
- * u[., i] and v[., i] at 0..L-1 (lam[e] their Lagrange coefficients at the point L + e) */
 #define MAX_GROUPS 64
-static PyObject *py_level(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *obj[5];
-    if (!PyArg_ParseTuple(args, "OOOOO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4]))
-        return NULL;
-    Py_buffer v[5];
-    for (int i = 0; i < 5; i++) {
-        if (get(obj[i], &v[i], i == 4) < 0) {
-            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
-            return NULL;
-        }
-    }
-    Py_ssize_t n = WORDS(v[2]), out_len = WORDS(v[4]);
-    Py_ssize_t groups = n > 0 ? WORDS(v[0]) / n : 0, extra = out_len - groups;
-    if (n <= 0 || groups <= 0 || groups > MAX_GROUPS || extra < 0 ||
-        WORDS(v[0]) != groups * n || WORDS(v[1]) != groups * n ||
-        WORDS(v[3]) != extra * groups) {
-        PyErr_SetString(PyExc_ValueError, "gf64.level: shapes");
-    } else {
-        const uint64_t *pu = DATA(v[0]), *pv = DATA(v[1]), *pt = DATA(v[2]), *pl = DATA(v[3]);
-        uint64_t *po = DATA(v[4]);
-        u128 *acc = (u128 *)PyMem_RawCalloc((size_t)out_len, sizeof(u128));
-        if (acc == NULL) {
-            PyErr_NoMemory();
-        } else {
-            Py_BEGIN_ALLOW_THREADS
-            uint64_t wu[MAX_GROUPS], vv[MAX_GROUPS];
-            for (Py_ssize_t i = 0; i < n; i++) {
-                for (Py_ssize_t l = 0; l < groups; l++) {
-                    wu[l] = reduce(clmul(pt[i], pu[l * n + i]));
-                    vv[l] = pv[l * n + i];
-                    acc[l] ^= clmul(wu[l], vv[l]);
-                }
-                for (Py_ssize_t e = 0; e < extra; e++) {
-                    const uint64_t *lam = pl + e * groups;
-                    u128 a = 0, b = 0;
-                    for (Py_ssize_t l = 0; l < groups; l++) {
-                        a ^= clmul(lam[l], wu[l]);
-                        b ^= clmul(lam[l], vv[l]);
-                    }
-                    acc[groups + e] ^= clmul(reduce(a), reduce(b));
-                }
-            }
-            for (Py_ssize_t j = 0; j < out_len; j++) po[j] = reduce(acc[j]);
-            Py_END_ALLOW_THREADS
-            PyMem_RawFree(acc);
-        }
-    }
-    for (int i = 0; i < 5; i++) PyBuffer_Release(&v[i]);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
-}
 
-static PyMethodDef methods[] = {
-    {"smul", py_smul, METH_VARARGS, "a b for two scalars"},
-    {"mul", py_mul, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
-    {"dot", py_dot, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
-    {"weigh", py_weigh, METH_VARARGS, "the sum of eps[k] M(words[k])"},
-    {"cross", py_cross, METH_VARARGS, "the prover's cross sums of the first compression"},
-    {"combine", py_combine, METH_VARARGS, "sum_l c_l rows[l]"},
-    {"level", py_level, METH_VARARGS, "the prover's polynomial of one level"},
-    {"fold2", py_fold2, METH_VARARGS, "the first field level folded at two coins, from bits"},
-    {"bits_level", py_bits_level, METH_VARARGS, "the cross sums of the bits' first level"},
+#define KERNEL(name) name##_loop
+#define CLMUL clmul_loop
+#define TARGET
+#include "_gf64_kernels.h"
+#undef KERNEL
+#undef CLMUL
+#undef TARGET
+
+#if defined(__x86_64__)
+#define KERNEL(name) name##_hw
+#define CLMUL clmul_hw
+#define TARGET __attribute__((target("pclmul,sse4.1")))
+#include "_gf64_kernels.h"
+#undef KERNEL
+#undef CLMUL
+#undef TARGET
+#endif
+
+static PyMethodDef methods_loop[] = {
+    {"smul", py_smul_loop, METH_VARARGS, "a b for two scalars"},
+    {"mul", py_mul_loop, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
+    {"dot", py_dot_loop, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
+    {"weigh", py_weigh_loop, METH_VARARGS, "the sum of eps[k] M(words[k])"},
+    {"cross", py_cross_loop, METH_VARARGS, "the prover's cross sums of the first compression"},
+    {"combine", py_combine_loop, METH_VARARGS, "sum_l c_l rows[l]"},
+    {"level", py_level_loop, METH_VARARGS, "the prover's polynomial of one level"},
+    {"fold2", py_fold2_loop, METH_VARARGS, "the first field level folded at two coins, from bits"},
+    {"bits_level", py_bits_level_loop, METH_VARARGS, "the cross sums of the bits' first level"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gf64", NULL, -1, methods,
-                                    NULL, NULL, NULL, NULL};
+#if defined(__x86_64__)
+static PyMethodDef methods_hw[] = {
+    {"smul", py_smul_hw, METH_VARARGS, "a b for two scalars"},
+    {"mul", py_mul_hw, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
+    {"dot", py_dot_hw, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
+    {"weigh", py_weigh_hw, METH_VARARGS, "the sum of eps[k] M(words[k])"},
+    {"cross", py_cross_hw, METH_VARARGS, "the prover's cross sums of the first compression"},
+    {"combine", py_combine_hw, METH_VARARGS, "sum_l c_l rows[l]"},
+    {"level", py_level_hw, METH_VARARGS, "the prover's polynomial of one level"},
+    {"fold2", py_fold2_hw, METH_VARARGS, "the first field level folded at two coins, from bits"},
+    {"bits_level", py_bits_level_hw, METH_VARARGS, "the cross sums of the bits' first level"},
+    {NULL, NULL, 0, NULL},
+};
+#endif
 
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gf64", NULL, -1, methods_loop,
+                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef portable = {PyModuleDef_HEAD_INIT, "_gf64.portable", NULL, -1,
+                                      methods_loop, NULL, NULL, NULL, NULL};
+
+/* the module's kernels are the CPU's where it has a carry-less multiply; ``portable`` holds the
+ * loop's, so that tests check both */
 PyMODINIT_FUNC PyInit__gf64(void) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) clmul = clmul_hw;
+    if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1"))
+        module.m_methods = methods_hw;
 #endif
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module), *loop;
+    if (m == NULL) return NULL;
+    if ((loop = PyModule_Create(&portable)) == NULL || PyModule_AddObject(m, "portable", loop) < 0) {
+        Py_XDECREF(loop);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -1,14 +1,21 @@
 """GF(2^64) (mpcnet.gf64): the compiled kernels against plain Python references on small
-inputs, the modulus irreducible, Lagrange interpolation exact."""
+inputs, the modulus irreducible, Lagrange interpolation exact; every test runs with the CPU's
+carry-less multiply and with the portable loop (``_gf64.portable``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mpcnet import gf64
+from mpcnet import _gf64, gf64  # type: ignore[attr-defined]
 
 U64 = np.uint64
+
+
+@pytest.fixture(autouse=True, params=["cpu", "portable"])
+def _kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.param == "portable":
+        monkeypatch.setattr(gf64, "_gf64", _gf64.portable)
 
 
 def _words(rng: np.random.Generator, shape: tuple[int, ...] | int) -> np.ndarray:
