@@ -23,6 +23,7 @@ way to skip a message either (whatever it sends B next is read as the AND messag
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import numpy as np
 
@@ -63,8 +64,9 @@ class WithholdsLastAnd(Spdz3):
         self._ands.append((a.reshape(2, -1), b.reshape(2, -1), out.reshape(2, -1)))
         return Shared(out, 1, True)
 
-    async def _check(self, ands: list, sums: np.ndarray | None, proofs: object = None
-                     ) -> None:
+    async def _check(self, ands: list, sums: np.ndarray | None, proofs: object = None,
+                     digests: bool = True) -> AsyncIterator[int]:
+        yield 4  # its rounds, announced as Spdz3._check does
         ch, nxt = self.engine.channel, self.next_party
         triples = self._triple_terms(ands)
         assert triples is not None
@@ -86,8 +88,9 @@ class EagerCoin(Spdz3):
     2's (the rule ``Spdz3._check`` keeps). Only for the control: it shows the withholding
     cheater gets the coin exactly when that rule is broken."""
 
-    async def _check(self, ands: list, sums: np.ndarray | None, proofs: object = None
-                     ) -> None:
+    async def _check(self, ands: list, sums: np.ndarray | None, proofs: object = None,
+                     digests: bool = True) -> AsyncIterator[int]:
+        yield 4
         ch, nxt, prv = self.engine.channel, self.next_party, self.prev_party
         triples = self._triple_terms(ands)
         assert triples is not None

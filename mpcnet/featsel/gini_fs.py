@@ -11,7 +11,7 @@ checks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -28,7 +28,7 @@ from mpcnet.ops import planner
 from mpcnet.ops.fraction import Fractions, LimbPlan
 from mpcnet.ops.network import topk_network
 from mpcnet.ops.topk import topk_ranking
-from mpcnet.schemes.base import Scheme, Shared, concat
+from mpcnet.schemes.base import Rounds, Scheme, Shared, all_rounds, concat
 
 
 @dataclass
@@ -133,21 +133,22 @@ async def _select(s: Scheme, data: Blocks, labels: Shared | np.ndarray, n_classe
                           cut.usable, method)
     with s.engine.phase("scoring"):
         blocks = [slice(start, min(p, start + cut.columns)) for start in range(0, p, cut.columns)]
-        one_hot, labels, stats, check = await _statistics(s, data, labels, label_macs, blocks,
-                                                          cut, scoring)
-        parts, check, one_hot_opened = await _fractions(s, stats, labels, m, cut, topk.limbs,
-                                                        scoring, check, one_hot)
+        one_hot, labels, stats, checks = await _statistics(s, data, labels, label_macs, blocks,
+                                                           cut, scoring)
+        parts, checks, one_hot_opened = await _fractions(s, stats, labels, m, cut, topk.limbs,
+                                                         scoring, checks, one_hot)
     with s.engine.phase("selection"):
         first_rows = slice(0, min(m, cut.product_rows))
         rows: Shared | None = None
         if topk.method == "ranking":  # no checkpoint inside: the first rows of D are input
             # and the fractions' ANDs checked beside it (docs/active3.md)
-            ranked, rows, _ = await s.engine.together(
+            ranked, rows, *_ = await s.engine.together(
                 topk_ranking(s, parts, k), data.block(s, first_rows, slice(None), False),
-                _rounds(check))
+                *(all_rounds(check) for check in checks))
             selection = cast(Shared, ranked)
         else:
-            await _rounds(check)
+            for check in checks:
+                await all_rounds(check)
             selection = await topk_network(s, parts, k, topk.batch)
     with s.engine.phase("product"):
         pieces = []
@@ -174,9 +175,10 @@ async def _nothing() -> None:
     """A ``together`` member with no rounds."""
 
 
-def _rounds(check: Awaitable[None] | None) -> Awaitable[None]:
-    """A pending checkpoint's rounds, or none."""
-    return _nothing() if check is None else check
+def _rest(parts: Sequence[object]) -> list[Rounds]:
+    """What pending checkpoints' rounds returned (``Scheme.checkpoint_later``): the rest of
+    those that have not run all of theirs, to run beside the next group."""
+    return [cast(Rounds, part) for part in parts if part is not None]
 
 
 async def _given(labels: Shared) -> list[Shared]:
@@ -186,20 +188,21 @@ async def _given(labels: Shared) -> list[Shared]:
 
 async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, label_macs: bool,
                       blocks: list[slice], cut: Layout, scoring: Score
-                      ) -> tuple[Shared, Shared, list[tuple[Shared, ...]],
-                                 Awaitable[None] | None]:
+                      ) -> tuple[Shared, Shared, list[tuple[Shared, ...]], list[Rounds]]:
     """The one-hot products of the labels, the labels with their MACs and the statistics of
     every block of columns: each in one go, or tile by tile of rows when a column does not fit
     (the column sums first if the score needs them, then each tile's statistics, which add
-    up); also the rounds of the last step's checkpoint, still to run
-    (``Scheme.checkpoint_later``). Labels not input yet are input beside the first block;
-    labels without MACs (``label_macs`` false) get them (``Scheme.refresh``) beside it, the
-    first block's class counts taking them value-only (a product with authenticated flags).
+    up); also the checkpoints' rounds still to run (``Scheme.checkpoint_later``: the last
+    step's, and the rest of earlier ones that run in parts). Labels not input yet are input
+    beside the first block; labels without MACs (``label_macs`` false) get them
+    (``Scheme.refresh``) beside it, the first block's class counts taking them value-only (a
+    product with authenticated flags).
 
     A job of several steps checkpoints after each. The steps are pipelined: step i's
     rounds travel with step i+1's input and step i-1's checkpoint (``RoundEngine.together``),
-    so each step costs its own rounds only, whatever its input and check take; a score whose
-    statistics checkpoint themselves (``Score.pipelined`` false) runs them one after another.
+    so each step costs its own rounds only, whatever its input and check take (a check that
+    runs in parts has its next part beside step i+2); a score whose statistics checkpoint
+    themselves (``Score.pipelined`` false) runs them one after another.
     Each group holds one step's sign tests and the previous step's check records."""
     m = data.shape[0]
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
@@ -241,53 +244,59 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, labe
     block, (first_labels,) = cast(Shared, block), cast(list[Shared], given)
     one_hot: Shared | None = None
     current = first_labels  # value-only in the first step without label_macs
-    check: Awaitable[None] | None = None
+    checks: list[Rounds] = []
     for i, (rows, columns, sums_only) in enumerate(steps):
         following = read(i + 1) if i + 1 < len(steps) else _nothing()
         first = labelled(current) if i == 0 else _nothing()
         work = step(block, current, rows, columns, sums_only)
         if scoring.pipelined:
-            _, block_next, made, _ = await s.engine.together(work, following, first,
-                                                             _rounds(check))
+            _, block_next, made, *rest = await s.engine.together(work, following, first,
+                                                                 *checks)
+            checks = _rest(rest)
         else:
-            await _rounds(check)
+            for check in checks:
+                await all_rounds(check)
+            checks = []
             made = await first
             await work
             block_next = await following
         if i == 0:
             current, one_hot = cast(tuple[Shared, Shared], made)
         block = cast(Shared, block_next)  # the step's block is freed
-        check = s.checkpoint_later() if several else None
+        if several:
+            checks.append(s.checkpoint_later())
     assert one_hot is not None
-    return one_hot, current, [stats[columns.start] for columns in blocks], check
+    return one_hot, current, [stats[columns.start] for columns in blocks], checks
 
 
 async def _fractions(s: Scheme, stats: list[tuple[Shared, ...]], labels: Shared, m: int,
                      cut: Layout, plan: LimbPlan, scoring: Score,
-                     check: Awaitable[None] | None, one_hot: Shared
-                     ) -> tuple[Fractions, Awaitable[None] | None, np.ndarray]:
+                     checks: list[Rounds], one_hot: Shared
+                     ) -> tuple[Fractions, list[Rounds], np.ndarray]:
     """The fractions of every block from its statistics, ``cut.finishing`` blocks together
     (``RoundEngine.together``: their rounds travel as one), so that a job's rounds do not grow
-    with its number of blocks, the last scoring step's ``check`` and the opening of the
-    ``one_hot`` products (``open_one_hot``: acted on after ``verify``) beside the first group
-    (a score that is not ``pipelined`` computes its fractions after them, one block at a time:
-    they may checkpoint); then, in a job of several blocks, the rounds of one checkpoint,
-    still to run."""
+    with its number of blocks, the scoring's pending ``checks`` (their parts beside each
+    group) and the opening of the ``one_hot`` products (``open_one_hot``: acted on after
+    ``verify``) beside the first group (a score that is not ``pipelined`` runs the checks
+    first and computes its fractions after them, one block at a time: they may checkpoint);
+    then, in a job of several blocks, the checkpoints' rounds still to run."""
     sizes = s.sum(labels, 0)
     parts: list[Fractions] = []
     opened: np.ndarray | None = None
     for start in range(0, len(stats), cut.finishing):
         group = [scoring.of_statistics(s, block, sizes, m, plan)
                  for block in stats[start:start + cut.finishing]]
-        done = await s.engine.together(
-            _rounds(check), open_one_hot(s, one_hot) if opened is None else _nothing(),
-            *(group if scoring.pipelined else ()))
-        if not scoring.pipelined:  # its fractions checkpoint (gini's tournament in pieces)
-            done += [await fractions for fractions in group]
-        opened = cast(np.ndarray, done[1]) if opened is None else opened
-        parts += cast(list[Fractions], done[2:])
-        check = None
+        opening = open_one_hot(s, one_hot) if opened is None else _nothing()
+        if scoring.pipelined:
+            got, *done = await s.engine.together(opening, *group, *checks)
+            parts += cast(list[Fractions], done[:len(group)])
+            checks = _rest(done[len(group):])
+        else:  # its fractions checkpoint (gini's tournament in pieces): the checks first
+            got, *_ = await s.engine.together(opening, *(all_rounds(c) for c in checks))
+            checks = []
+            parts += [await fractions for fractions in group]
+        opened = cast(np.ndarray, got) if opened is None else opened
     if len(stats) > 1:
-        check = s.checkpoint_later()
+        checks.append(s.checkpoint_later())
     assert opened is not None
-    return join(parts), check, opened
+    return join(parts), checks, opened

@@ -118,6 +118,22 @@ def split(whole: Shared, shapes: Sequence[tuple[int, ...]]) -> list[Shared]:
     return out
 
 
+Rounds = Awaitable["Rounds | None"]
+"""A checkpoint's rounds (``Scheme.checkpoint_later``): awaited, they run a part of them and
+return the rest, or None once all have run."""
+
+
+async def _nothing_after(rounds: Awaitable[None]) -> Rounds | None:
+    await rounds
+    return None
+
+
+async def all_rounds(rounds: Rounds | None) -> None:
+    """Every part of a checkpoint's rounds, one after the other."""
+    while rounds is not None:
+        rounds = await rounds
+
+
 class Scheme(ABC):
     """What a protocol may do with shares. Local methods are plain, interactive ones async.
 
@@ -396,13 +412,16 @@ class Scheme(ABC):
         multiplied by secrets) must be folded, not run (docs/active3.md)."""
         await self.verify()
 
-    def checkpoint_later(self) -> Awaitable[None]:
+    def checkpoint_later(self) -> Rounds:
         """``checkpoint`` in two steps, so that its rounds need no latency of their own: the
         records it tests are taken now (nothing queued later joins them), and the awaitable
         returned runs its rounds, alone or as a member of ``RoundEngine.together`` beside an
         independent computation (a job's next block: docs/active3.md, "Checks beside the next
-        block"). Call it outside a group. Here (passive3, active4: a checkpoint is at most the
-        input check, which ``input`` has run already) the returned awaitable checks nothing
-        that draws randomness: it runs ``verify`` when awaited."""
+        block"). It may run only a part of them and return the rest, an awaitable of the same
+        kind, to run beside a later computation (active3's AND proof: its rounds spread over
+        the groups that follow); the caller runs every part (``all_rounds`` when nothing is
+        left to run beside). Call it outside a group. Here (passive3, active4: a checkpoint is
+        at most the input check, which ``input`` has run already) the returned awaitable
+        checks nothing that draws randomness: it runs ``verify`` when awaited."""
         self.engine.alone("checkpoint")
-        return self.verify()
+        return _nothing_after(self.verify())

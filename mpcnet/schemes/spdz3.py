@@ -54,7 +54,7 @@ world has another layout (Z_2^128, value and MAC), overridden on ``rep3_wide``'s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,7 +65,7 @@ from mpcnet.net.engine import RoundEngine
 from mpcnet.prf import PRF
 from mpcnet.ring import to_ring
 from mpcnet.schemes.and_check import SIGMA, And, Triples, and_openings, and_words, check_plan
-from mpcnet.schemes.base import Public, Shared, broadcast_data
+from mpcnet.schemes.base import Public, Rounds, Shared, all_rounds, broadcast_data
 from mpcnet.schemes.commitment import check_commitment, coin_seed, commitment
 from mpcnet.schemes.dzkp import Prover, Verifier, grouped, level_weights, proof_plan
 from mpcnet.schemes.faults import FaultInjector
@@ -91,10 +91,15 @@ CHECKS = ("AND", "MAC")  # zero tests compared by digest in the last round of ``
 INPUTS = "input consistency"  # compared in a round of its own, before inputs are used
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
-ProvedAnd = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""An AND queued for the proof (``dzkp``): x, y words (slot, n), e_A = x_{i+1} y_{i+1} ^
-z_{i+1} ^ F_{i,i+1} (this party as A of the next party's proof) and F_{i-1,i} (as its B of
-the previous party's proof), (n,) each."""
+ProvedAnd = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""An AND queued for the proof (``dzkp``): x, y words (slot, n), z_{i+1} (the message
+received), e_A = x_{i+1} y_{i+1} ^ z_{i+1} ^ F_{i,i+1} (this party as A of the next party's
+proof) and F_{i-1,i} (as B of the previous party's), (n,) each; the triples' check takes it
+with z_i made again (``_as_triple_record``)."""
+PART_ROUNDS = 9
+"""The most rounds a checkpoint's AND proof runs beside one computation before it hands the
+rest to the next (``checkpoint_later``): a block's sign tests take 12 rounds, the fractions
+10, so a part beside each fits whatever else runs there."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,26 @@ class Proofs:
     records: list[ProvedAnd]
     sent: RunningHash
     got: RunningHash
+
+
+def _as_triple_record(record: ProvedAnd) -> And:
+    """An AND's proof record as the triples' check takes it, (x, y, z): this party's own term
+    z_i = x_i (y_i ^ y_{i+1}) ^ x_{i+1} y_i ^ F_{i,i+1} ^ F_{i-1,i} (``Spdz3.and_``), with
+    F_{i,i+1} = e_A ^ x_{i+1} y_{i+1} ^ z_{i+1}."""
+    (x0, x1), (y0, y1), z1, e_a, f_prev = record
+    z0 = x0 & (y0 ^ y1)
+    z0 ^= x1 & y0
+    z0 ^= e_a
+    z0 ^= x1 & y1
+    z0 ^= z1
+    z0 ^= f_prev
+    return record[0], record[1], np.stack([z0, z1])
+
+
+async def _run(steps: AsyncIterator[int]) -> None:
+    """Every step of a check (``Spdz3._check``), one after another."""
+    async for _ in steps:
+        pass
 
 
 def _authenticated(x: Shared) -> bool:
@@ -388,17 +413,21 @@ class Spdz3(Rep3Wide):
         await self.verify_inputs()
         records = [np.ascontiguousarray(_require_mac(v).data).reshape(2, 2, 2, -1)
                    for v in inputs]
-        ands, self._ands = self._ands, []
-        if ands or records:
-            await self._check(ands, self._mac_sums(records) if records else None)
+        ands, proofs = self._take_ands(self.proves_alone)
+        if ands or proofs is not None or records:
+            await _run(self._check(ands, self._mac_sums(records) if records else None, proofs))
         return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
 
     # -- binary ----------------------------------------------------------------------------
     proves_ands = False
-    """Check the ANDs by each party's proof of its messages (``dzkp``) rather than by
-    triples with cut-and-choose (``and_check``): on SpeedDating 139 instead of 312 MB per
-    server, but 165 instead of 101 rounds and about twice the servers' CPU time
-    (docs/active3.md, "The AND proof"), so the triples stay the default for now."""
+    """Check the ANDs of a checkpoint whose rounds run beside other computations
+    (``checkpoint_later``) by each party's proof of its messages (``dzkp``) rather than by
+    triples with cut-and-choose (``and_check``); the checks that run alone (``verify``,
+    ``checkpoint``) keep the triples, whose 4 rounds are fewer than the proof's 2 a level
+    (docs/active3.md, "The AND proof")."""
+
+    proves_alone = False
+    """With ``proves_ands``, prove the ANDs in the checks that run alone too (tests)."""
 
     async def and_(self, x: Shared, y: Shared) -> Shared:
         a, b = np.broadcast_arrays(x.data, y.data)
@@ -423,7 +452,7 @@ class Spdz3(Rep3Wide):
         e_a = xs[1] & ys[1]
         e_a ^= zs[1]
         e_a ^= f_next.reshape(-1)
-        self._proved.append((xs, ys, e_a, f_prev.reshape(-1)))
+        self._proved.append((xs, ys, zs[1], e_a, f_prev.reshape(-1)))
         return z
 
     async def open_binary(self, x: Shared) -> np.ndarray:
@@ -515,9 +544,9 @@ class Spdz3(Rep3Wide):
         cheater's errors and the coins only); the MAC records are folded, not checked in
         parts (``mac_check``: why), into the one MAC zero test of the next ``verify``."""
         await self.verify_inputs()
-        await self.checkpoint_later()
+        await all_rounds(self._checkpoint_rounds(self.proves_alone))
 
-    def checkpoint_later(self) -> Awaitable[None]:
+    def checkpoint_later(self) -> Rounds:
         """``checkpoint``'s records fixed now and its rounds returned (``Scheme``): the MAC
         records are folded at once (their coefficients drawn now, after every record they
         weigh; nothing is sent) and the ANDs queued so far taken, so the returned rounds
@@ -526,20 +555,51 @@ class Spdz3(Rep3Wide):
         after every AND and triple they test is fixed, which is all the AND check needs, so
         they may travel beside the next block's rounds (docs/active3.md, "Checks beside the
         next block"). Refused while inputs are pending (``verify_inputs`` first): the next
-        block could compute on them before their check."""
+        block could compute on them before their check.
+
+        Under ``proves_ands`` the ANDs are proved (``dzkp``): rounds 1-2 (commitment to the AND
+        messages, coin), two per level, one closing round, and no digests (a proof notes no
+        zero test). They run in parts of at most ``PART_ROUNDS``, each returning the rest
+        (``Scheme.checkpoint_later``), so that a block's proof spreads over the groups of the
+        blocks that follow instead of lengthening one: what it tests was fixed before its
+        first part, and each coin is drawn after the message it tests whatever runs between
+        the parts."""
+        return self._checkpoint_rounds(self.proves_ands)
+
+    def _checkpoint_rounds(self, prove: bool) -> Rounds:
+        """``checkpoint_later``, the ANDs proved if ``prove``, else by triples."""
         self.engine.alone("checkpoint")
         if self._inputs_pending():
             raise RuntimeError("checkpoint_later with inputs pending: run verify_inputs first")
         self._macs.fold(self._mac_sums)
-        ands, self._ands = self._ands, []
-        proofs = self._take_proofs()
+        ands, proofs = self._take_ands(prove)
         self._deferred += 1
+        return self._part(self._check(ands, None, proofs, digests=proofs is None), 0)
 
-        async def rounds() -> None:
-            if ands or proofs is not None:
-                await self._check(ands, None, proofs)
-            self._deferred -= 1
-        return rounds()
+    async def _part(self, steps: AsyncIterator[int], rounds: int) -> Rounds | None:
+        """Run ``steps`` (a check announcing the rounds of each step before it: ``_check``)
+        for at most ``PART_ROUNDS`` rounds, ``rounds`` the announced step to start with (0:
+        none yet); return the rest, or None once all have run."""
+        used = 0
+        while True:
+            if rounds and used and used + rounds > PART_ROUNDS:
+                return self._part(steps, rounds)
+            used += rounds
+            try:
+                rounds = await anext(steps)
+            except StopAsyncIteration:
+                self._deferred -= 1
+                return None
+
+    def _take_ands(self, prove: bool) -> tuple[list[And], Proofs | None]:
+        """The ANDs queued so far, taken: as triples' records and, if ``prove``, the proof's
+        records (``_take_proofs``); without ``prove`` the proof's records join the triples'."""
+        ands, self._ands = self._ands, []
+        if not prove and self._proved:
+            ands += [_as_triple_record(record) for record in self._proved]
+            self._proved = []
+            self._sent_and, self._got_and = RunningHash(b"and"), RunningHash(b"and")
+        return ands, self._take_proofs()
 
     def _take_proofs(self) -> Proofs | None:
         """The AND proof's records queued so far and the running digests of the AND messages
@@ -576,19 +636,22 @@ class Spdz3(Rep3Wide):
             await self._input_check()
         if not self.pending_checks():
             return
-        ands, self._ands = self._ands, []
-        await self._check(ands, self._macs.take(self._mac_sums))
+        ands, proofs = self._take_ands(self.proves_alone)
+        await _run(self._check(ands, self._macs.take(self._mac_sums), proofs))
         if self.pending_checks():
             raise RuntimeError(f"verify left checks pending: {self.pending_checks()}")
 
-    async def _check(self, ands: list[And], sums: np.ndarray | None,
-                     proofs: Proofs | None = None) -> None:
-        """The AND check of ``ands`` (or the proof of ``proofs``, those queued now if not
-        given) and the MAC check of this party's terms ``sums`` of w and u (any may be
-        absent), in the four rounds of ``verify``; the last compares every zero test's
-        claims, those queued earlier included (Freivalds')."""
+    async def _check(self, ands: list[And], sums: np.ndarray | None, proofs: Proofs | None,
+                     digests: bool = True) -> AsyncIterator[int]:
+        """The AND check of ``ands`` and the proof of ``proofs`` and the MAC check of this
+        party's terms ``sums`` of w and u (any may be absent), in the four rounds of
+        ``verify`` (the proofs' rounds in place of the third); the last compares every zero
+        test's claims, those queued earlier included (Freivalds'), unless ``digests`` is
+        false (the claims then wait for the next check that compares them). Before each step
+        it announces the step's rounds (yields them), so that it may run in parts
+        (``_part``); nothing is drawn or sent before the first step runs."""
+        yield 2
         triples = self._triple_terms(ands)
-        proofs = self._take_proofs() if proofs is None else proofs
         proved = [] if proofs is None else proofs.records
         # round 1: the triples' AND terms and the terms of w and u to the previous party, a
         # digest of the terms to the next party (the commitment, relayed in round 2)
@@ -629,15 +692,19 @@ class Spdz3(Rep3Wide):
             self._note_zero("MAC", ring128.sub(w_u[:, :, MAC:MAC + 1], alpha_w), binary=False)
         # round 3: the openings of the AND check
         if triples is not None:
+            yield 1
             self._check_commitment(got[0], from_prev[1], salt_in)
             seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
             await self._check_ands(ands, triples, seed)
         if proved:
             seed = self._seed((back[0][1], forward[0][1]), (from_next[0], from_prev[0]))
             assert proofs is not None
-            await self._prove_ands(proved, seed, keys, committed[0], proofs.got)
+            async for rounds in self._prove_ands(proved, seed, keys, committed[0], proofs.got):
+                yield rounds
         # round 4: the digests of the zero tests
-        await self._compare_digests(CHECKS)
+        if digests:
+            yield 1
+            await self._compare_digests(CHECKS)
 
     def _proof_keys(self) -> tuple[PRF, PRF, PRF, PRF, PRF, PRF]:
         """Fresh keys for one check's proofs, three from each pairwise key in the same order
@@ -650,19 +717,19 @@ class Spdz3(Rep3Wide):
 
     async def _prove_ands(self, proved: list[ProvedAnd], seed: bytes,
                           keys: tuple[PRF, PRF, PRF, PRF, PRF, PRF],
-                          commit_in: np.ndarray, got: RunningHash) -> None:
+                          commit_in: np.ndarray, got: RunningHash) -> AsyncIterator[int]:
         """Each party proves its AND messages to the other two (``dzkp``), the three proofs in
         the same rounds: per level its share of Q to A (the previous party) and the commitment
         to it to B (the next), then both verifiers' coins; last, each verifier's closing to the
         other, B's with the commitments it holds (the prover's to the AND messages ``commit_in``
         from round 1 among them), which A compares with what it received."""
-        plan = proof_plan(sum(r[2].size for r in proved))
+        plan = proof_plan(sum(r[4].size for r in proved))
         weights = level_weights(plan, seed)
         # x_i, x_{i+1}, y_i, y_{i+1}, e_A, e_B in the proof's layout, each held once for the
         # three roles
         x0, x1, y0, y1 = (grouped([r[j][slot] for r in proved], plan)
                           for j, slot in ((0, 0), (0, 1), (1, 0), (1, 1)))
-        e_a, e_b = (grouped([r[j] for r in proved], plan) for j in (2, 3))
+        e_a, e_b = (grouped([r[j] for r in proved], plan) for j in (3, 4))
         del proved[:]  # the records go: the layout above is all the proofs read
         prover = Prover((x0, y0), (y1, x1), plan, weights, keys[0], keys[1])
         salt_in = keys[2].words(4).tobytes()  # as A: the salt of the AND messages' commitment
@@ -670,6 +737,7 @@ class Spdz3(Rep3Wide):
         as_b = Verifier(False, (y0, x0), e_b, plan, weights, keys[4], keys[5])
         del x0, x1, y0, y1, e_a, e_b
         for _ in range(len(plan.radices) + 2):
+            yield 2
             share, commit = prover.message()
             self._observe("and-proof-salt", prover.salt)
             from_next, from_prev = await self._ring_round(
@@ -682,6 +750,7 @@ class Spdz3(Rep3Wide):
             prover.advance(int(from_prev[0][0]), int(from_next[0][0]))
             as_a.advance()
             as_b.advance()
+        yield 1
         from_next, from_prev = await self._ring_round(
             [("and-close", as_a.closing())],
             [("and-close", np.concatenate([as_b.closing(), commit_in.reshape(-1)]))], "AND")
