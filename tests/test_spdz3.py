@@ -23,7 +23,7 @@ from mpcnet.net.loopback import loopback_mesh
 from mpcnet.ops.compare import msb
 from mpcnet.prf import PRF
 from mpcnet.schemes import rep3
-from mpcnet.schemes.base import Shared, concat
+from mpcnet.schemes.base import Shared, all_rounds, concat
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.replicated import RunningHash, digest_words
 from mpcnet.schemes.spdz3 import SIGMA, Spdz3, check_plan
@@ -730,7 +730,7 @@ def test_a_checkpoint_whose_rounds_never_run_is_refused_at_verify() -> None:
         s = await Spdz3.setup(engine, fault=FaultInjector(1, "and"))
         x = Shared(xs[engine.party], 1, True)
         await s.and_(x, x)
-        await s.checkpoint_later()
+        await all_rounds(s.checkpoint_later())
         return "passed"
 
     outs = outcomes(3, run)

@@ -31,7 +31,7 @@ from mpcnet.errors import CheatingDetected, MPCError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.loopback import loopback_mesh
 from mpcnet.schemes import rep3
-from mpcnet.schemes.base import Shared
+from mpcnet.schemes.base import Shared, all_rounds
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.spdz3 import Spdz3
 
@@ -53,9 +53,11 @@ class WithholdsLastAnd(Spdz3):
     choose the withheld message knowing every pool's shift and the cut."""
 
     saw_coin: bool | None = None
+    made = 0  # ANDs made so far
 
     async def and_(self, x: Shared, y: Shared) -> Shared:
-        if not self._ands:
+        self.made += 1
+        if self.made == 1:
             return await super().and_(x, y)
         a, b = np.broadcast_arrays(x.data, y.data)
         out = self._and_terms(a, b)
@@ -179,7 +181,7 @@ def _blocks_beside(fault: FaultInjector) -> tuple[list[object], set[int]]:
                 z = await s.and_(z, a)
             return z
 
-        _, z = await engine.together(check, second())
+        _, z = await engine.together(all_rounds(check), second())
         past_first.add(engine.party)
         return await s.open_binary(z)
 

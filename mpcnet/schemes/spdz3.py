@@ -92,10 +92,10 @@ INPUTS = "input consistency"  # compared in a round of its own, before inputs ar
 _HASH_KIND = {"AND": "and-hash", "MAC": "mac-hash"}
 _CLAIM_KIND = {"AND": "and-claim", "MAC": "mac-claim"}
 ProvedAnd = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""An AND queued for the proof (``dzkp``): x, y words (slot, n), z_{i+1} (the message
-received), e_A = x_{i+1} y_{i+1} ^ z_{i+1} ^ F_{i,i+1} (this party as A of the next party's
-proof) and F_{i-1,i} (as B of the previous party's), (n,) each; the triples' check takes it
-with z_i made again (``_as_triple_record``)."""
+"""An AND queued for the proof (``dzkp``): x, y, z words (slot, n), the triples' record
+(``And``: the checks that run alone take it so), e_A = x_{i+1} y_{i+1} ^ z_{i+1} ^ F_{i,i+1}
+(this party as A of the next party's proof) and F_{i-1,i} (as B of the previous party's),
+(n,) each."""
 PART_ROUNDS = 9
 """The most rounds a checkpoint's AND proof runs beside one computation before it hands the
 rest to the next (``checkpoint_later``): a block's sign tests take 12 rounds, the fractions
@@ -110,20 +110,6 @@ class Proofs:
     records: list[ProvedAnd]
     sent: RunningHash
     got: RunningHash
-
-
-def _as_triple_record(record: ProvedAnd) -> And:
-    """An AND's proof record as the triples' check takes it, (x, y, z): this party's own term
-    z_i = x_i (y_i ^ y_{i+1}) ^ x_{i+1} y_i ^ F_{i,i+1} ^ F_{i-1,i} (``Spdz3.and_``), with
-    F_{i,i+1} = e_A ^ x_{i+1} y_{i+1} ^ z_{i+1}."""
-    (x0, x1), (y0, y1), z1, e_a, f_prev = record
-    z0 = x0 & (y0 ^ y1)
-    z0 ^= x1 & y0
-    z0 ^= e_a
-    z0 ^= x1 & y1
-    z0 ^= z1
-    z0 ^= f_prev
-    return record[0], record[1], np.stack([z0, z1])
 
 
 async def _run(steps: AsyncIterator[int]) -> None:
@@ -419,7 +405,7 @@ class Spdz3(Rep3Wide):
         return await self._open_words(x.data if binary else x.data[0, :, VALUE], binary=binary)
 
     # -- binary ----------------------------------------------------------------------------
-    proves_ands = False
+    proves_ands = True
     """Check the ANDs of a checkpoint whose rounds run beside other computations
     (``checkpoint_later``) by each party's proof of its messages (``dzkp``) rather than by
     triples with cut-and-choose (``and_check``); the checks that run alone (``verify``,
@@ -452,7 +438,7 @@ class Spdz3(Rep3Wide):
         e_a = xs[1] & ys[1]
         e_a ^= zs[1]
         e_a ^= f_next.reshape(-1)
-        self._proved.append((xs, ys, zs[1], e_a, f_prev.reshape(-1)))
+        self._proved.append((xs, ys, zs, e_a, f_prev.reshape(-1)))
         return z
 
     async def open_binary(self, x: Shared) -> np.ndarray:
@@ -596,7 +582,7 @@ class Spdz3(Rep3Wide):
         records (``_take_proofs``); without ``prove`` the proof's records join the triples'."""
         ands, self._ands = self._ands, []
         if not prove and self._proved:
-            ands += [_as_triple_record(record) for record in self._proved]
+            ands += [(x, y, z) for x, y, z, _, _ in self._proved]
             self._proved = []
             self._sent_and, self._got_and = RunningHash(b"and"), RunningHash(b"and")
         return ands, self._take_proofs()
