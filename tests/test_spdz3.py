@@ -46,8 +46,9 @@ def triples(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def proofs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ANDs checked by each party's proof of its messages (``dzkp``)."""
+    """The ANDs checked by each party's proof of its messages (``dzkp``), in every check."""
     monkeypatch.setattr(Spdz3, "proves_ands", True)
+    monkeypatch.setattr(Spdz3, "proves_alone", True)
 
 
 class SameErrorEverywhere(FaultInjector):

@@ -39,9 +39,11 @@ on secret data (docs/cheating.md has the table and the attacks).
   the other factor (``mac_check`` has why the argument holds); their v axis has one entry.
 
 ``verify`` runs every pending check (``pending_checks``) in four rounds: triples with the MAC
-sums, coin with alpha w, the AND check's openings, the zero tests' digests (with the proofs:
-the commitment to the AND messages instead of the triples, then the proofs' rounds instead
-of the openings: two per level, 7 levels for a million AND words, and a closing one); an
+sums, coin with alpha w, the AND check's openings, the zero tests' digests (with the proofs,
+``proves_alone``: the commitment to the AND messages instead of the triples, then the
+proofs' rounds instead of the openings: two per level, 7 levels for a million AND words, and
+a closing one; by default only a ``checkpoint_later`` proves, in parts beside other
+rounds); an
 honest party sends its coin word only once it holds both neighbours' round-1 messages, whose
 triple terms (or AND messages) are committed. ``checkpoint`` (a job too large to keep every
 record) checks the ANDs and folds the MAC records, so the MAC check stays one zero test over
