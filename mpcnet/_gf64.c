@@ -73,6 +73,20 @@ static inline uint64_t transpose8(uint64_t x) {
     return x;
 }
 
+/* the 8 x 8 byte transpose of 8 words read as byte rows: afterwards byte i of w[j] is what
+ * byte j of w[i] was (three swaps of blocks of 4, 2 and 1 bytes between rows) */
+static inline void transpose_bytes(uint64_t *w) {
+    static const uint64_t low[3] = {0x00000000FFFFFFFFULL, 0x0000FFFF0000FFFFULL,
+                                    0x00FF00FF00FF00FFULL};
+    for (int stage = 0, s = 4; stage < 3; stage++, s >>= 1)
+        for (int i = 0; i < 8; i++) {
+            if (i & s) continue;
+            uint64_t t = ((w[i] >> (8 * s)) ^ w[i + s]) & low[stage];
+            w[i + s] ^= t;
+            w[i] ^= t << (8 * s);
+        }
+}
+
 #define MAX_GROUPS 64
 
 #define KERNEL(name) name##_loop

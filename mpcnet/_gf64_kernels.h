@@ -248,10 +248,9 @@ TARGET static PyObject *KERNEL(py_bits_level)(PyObject *self, PyObject *args) {
                     uint64_t col[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                     Py_ssize_t first = 8 * c, last = first + 8 < groups ? first + 8 : groups;
                     for (Py_ssize_t l = first; l < last; l++) col[l - first] = src[t][l * n + k];
+                    transpose_bytes(col);  /* col[j] byte i: byte j of word i */
                     for (int j = 0; j < 8; j++) {
-                        uint64_t x = 0;
-                        for (int i = 0; i < 8; i++) x |= ((col[i] >> (8 * j)) & 0xff) << (8 * i);
-                        x = transpose8(x);
+                        uint64_t x = transpose8(col[j]);
                         for (int b = 0; b < 8; b++) out[8 * j + b] ^= table[(x >> (8 * b)) & 0xff];
                     }
                 }
