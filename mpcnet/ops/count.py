@@ -8,10 +8,10 @@ the flags can be folded into the sums (docs/performance.md, "Fewer bytes"):
 - a scheme's own protocol where it has one (``Scheme.bit_counts``: passive3 deals the
   conversion, one word per row, flag and class from one party);
 - where ``xor_terms`` makes two arithmetic terms A, B of each bit (active4's joint sharings),
-  b = A + B - 2 A B summed over the rows is sum A + sum B - 2 <A, B>: the product is an
-  ``inner`` product, resharing p sums instead of m x p products. The class counts come the same
-  way from the bits flag AND [row in class c], one AND of words that hold 64 rows each
-  (the label bit is the XOR of the low bits of the label's components: local);
+  b = A + B - 2 A B summed over the rows is sum A + sum B - 2 <A, B>: the product is a
+  ``term_inner`` product, resharing p sums instead of m x p products. The class counts come
+  the same way from the bits flag AND [row in class c], one AND of words that hold 64 rows
+  each (the label bit is the XOR of the low bits of the label's components: local);
 - else ``bit_to_arith`` and a matrix product with the labels.
 """
 
@@ -82,7 +82,8 @@ async def bit_counts(s: Scheme, bits: Shared, labels: Shared) -> tuple[Shared, S
                             _packed_rows(low_bits(s, labels)).reshape(-1, 1, c))
     both = join([bits.reshape(m, p, 1), _unpacked_rows(in_class, m)], 2)
     first, second = await s.xor_terms(both)
-    product = await s.inner(first.reshape(m, p * (1 + c)), second.reshape(m, p * (1 + c)))
+    product = await s.term_inner(first.reshape(m, p * (1 + c)),
+                                 second.reshape(m, p * (1 + c)))
     sums = s.sub(s.add(s.sum(first, 0), s.sum(second, 0)),
                  s.mul_public(product.reshape(p, 1 + c), 2))
     return sums[:, 0], sums[:, 1:]
