@@ -633,8 +633,12 @@ class Rep4(Scheme):
         """Bit 0 of b as the XOR of two arithmetic 0/1 sharings, c_0 ^ c_1 and c_2 ^ c_3,
         jointly shared as in ``addends``: one round, after which ``bit_to_arith`` folds them
         with one product, where the four components take three products in two rounds."""
-        bits = np.asarray(b.data, dtype=U64) & U64(1)
-        return await self._pair_sums(bits, np.bitwise_xor, binary=False)
+        def low_bits(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # (x ^ y) & 1, in place
+            out = np.bitwise_xor(x, y)
+            out &= U64(1)
+            return out
+
+        return await self._pair_sums(np.asarray(b.data, dtype=U64), low_bits, binary=False)
 
     async def _pair_sums(self, data: np.ndarray, combine: Callable[..., np.ndarray],
                          binary: bool) -> list[Shared]:
@@ -657,9 +661,9 @@ class Rep4(Scheme):
         knows."""
         cross = {}
         for half, pair in enumerate(_PAIRS):
-            if pair in known:
-                values = np.zeros(2 * n, dtype=U64)
-                values[half * n:(half + 1) * n] = known[pair]
+            if pair in known:  # the joint sharings of this pair read only its half
+                values = np.empty(2 * n, dtype=U64)
+                values[half * n:(half + 1) * n] = known.pop(pair)
                 cross[pair] = values
         z = await self._reshare(np.zeros((3, 2 * n), dtype=U64), cross, binary, _ADDENDS)
         return [z[:, :n], z[:, n:]]
