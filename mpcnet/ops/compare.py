@@ -167,9 +167,9 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
     p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift);
-    # round 2's operands are packed first, and u, v and p freed as soon as they are packed,
-    # so that at most five arrays of the values' size live at once
-    high = _packed([u, p], 1)
+    # round 2 takes u1 (packed first) and p1 (packed for round 1 already), and u, v and p are
+    # freed as soon as they are packed, so that few arrays of the values' size live at once
+    u1 = _packed([u], 1)[0]
     if split_addends:  # u0 v0 of the two split terms needs fewer cross terms
         generate_u = _packed([u], 1, (1,))
         del u
@@ -179,6 +179,7 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
         del p
         generate, both = await s.engine.together(s.term_product(generate_u, generate_v),
                                                  s.and_(*propagate))
+        p1 = propagate[0][0]
         del generate_u, generate_v, propagate
         low = concat([generate, both]).reshape(2, -1)
     else:
@@ -187,12 +188,12 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
         right = _packed([v, p], 1, (1, 1))
         del v, p
         low = await s.and_(left, right)
+        p1 = local_map(left[1], np.ascontiguousarray)  # a copy: left is freed
         del left, right
     # round 2 the block's generate, the majority of u1, v1 and that carry: u1 ^ (p1 & (u1 ^ c))
-    u1, p1 = high[0], high[1]
     gen = s.xor(u1, await s.and_(p1, s.xor(u1, low[0])))
     prop = low[1]
-    del high, u1, p1, low
+    del u1, p1, low
     width = 2
     while width < 32:  # combine adjacent blocks: G ^ P & G<<w, P & P<<w at the high halves
         both = await s.and_(_packed([prop], width),
