@@ -24,14 +24,16 @@ Joint sharing [F4: Pi_inp with two input parties]. Parties i and j share a value
 know with the other two, g and h: component x_g is r from the PRF key of {i, j, h} (everyone
 but g), component x_h is m - r, sent to g by joint message passing, the others are zero.
 
-Multiplication [F4: Pi_mult]. xy = sum_c x_c y_c + sum_{g<h} (x_g y_h + x_h y_g). The diagonal
-term x_c y_c is known to every holder of component c and is added to it locally; the cross term
+Multiplication [F4: Pi_mult]. xy = sum_c x_c y_c + sum_{g<h} (x_g y_h + x_h y_g). The cross term
 of components {g, h} is known exactly to the other two parties, who jointly share it: six joint
-messages in one round. The "diagonal" sender pairs {0, 2} and {1, 3} swap roles between the two
+messages in one round. The diagonal term x_c y_c is known to every holder of component c, so
+also to the knowers of the pair {0, 1} (c = 0, 1) or {2, 3} (c = 2, 3), whose term then is
+(x_g + x_h)(y_g + y_h): a party computes five products, not nine, and adds nothing locally
+(``_cross``; the paper adds the diagonals to their components instead, the same sum in other
+terms). The "diagonal" sender pairs {0, 2} and {1, 3} swap roles between the two
 halves of the batch, so every party sends and receives exactly 1.5 ring elements per product
 (12 bytes), plus at most two digests per round. Matrix products reshare only the result
-(communication ~ result size), with the diagonal terms in the terms of the pairs {0, 1} and
-{2, 3}: five matrix products per party (``matmul``).
+(communication ~ result size), five matrix products per party in the same way (``matmul``).
 
 Pair sums [F4: Pi_inp with two input parties]. x_0 + x_1 is known to parties 2 and 3 and
 x_2 + x_3 to 0 and 1, so a comparison's binary addends (``addends``) and a bit's arithmetic
@@ -405,16 +407,31 @@ class Rep4(Scheme):
 
     def _cross(self, a: np.ndarray, b: np.ndarray, times: Callable[..., np.ndarray],
                plus: Callable[..., np.ndarray]) -> dict[frozenset[int], np.ndarray]:
-        """Cross terms a_g b_h + a_h b_g of every pair of held components [F4: Pi_mult]."""
+        """The terms of ab of every pair of held components {g, h} [F4: Pi_mult]: the cross
+        terms a_g b_h + a_h b_g, and for the pairs {0, 1} and {2, 3} also both diagonal terms,
+        (a_g + a_h)(b_g + b_h) in one product (as ``matmul``): five products instead of the
+        three diagonals and six cross products, and nothing is added locally (the reshare's
+        diagonal is zero)."""
         held_here = held(self.party)
-        tmp = np.empty_like(a[0])
         cross = {}
-        for k in range(3):
-            for m in range(k + 1, 3):
+        for k, m in ((0, 1), (0, 2), (1, 2)):
+            pair = frozenset((held_here[k], held_here[m]))
+            if pair in _PAIRS:
+                v = plus(a[k], a[m])
+                times(v, plus(b[k], b[m]), out=v)
+            else:
                 v = times(a[k], b[m])
-                plus(v, times(a[m], b[k], out=tmp), out=v)
-                cross[frozenset((held_here[k], held_here[m]))] = v
+                plus(v, times(a[m], b[k]), out=v)
+            cross[pair] = v
         return cross
+
+    def _split_pairs(self) -> list[tuple[int, int, frozenset[int]]]:
+        """The slots (k, m) of the components g in {0, 1} and h in {2, 3} held here, with the
+        pair {g, h}: the cross terms x_g y_h of x with components {0, 1} only and y with
+        {2, 3} only, the only terms of xy that are not zero (``_TERMS``: two per party)."""
+        components = held(self.party)
+        return [(k, m, frozenset((g, h))) for k, g in enumerate(components) if g in (0, 1)
+                for m, h in enumerate(components) if h in (2, 3)]
 
     # -- arithmetic ------------------------------------------------------------------------
     def add_public(self, x: Shared, c: Public) -> Shared:
@@ -430,7 +447,7 @@ class Rep4(Scheme):
     async def mul(self, x: Shared, y: Shared) -> Shared:
         a, b, shape = self._aligned(x, y)
         cross = self._cross(a, b, np.multiply, np.add)
-        z = await self._reshare(a * b, cross, binary=False)
+        z = await self._reshare(np.zeros(a.shape, dtype=U64), cross, binary=False)
         return Shared(z.reshape((3,) + shape), 1)
 
     split_terms = True  # ``addends``, ``xor_terms``: components {0, 1} and {2, 3}
@@ -439,10 +456,12 @@ class Rep4(Scheme):
         """x y (or AND) for x with components {0, 1} only and y with {2, 3} only (made from
         the two terms of ``addends`` or ``xor_terms``): every diagonal term and the cross
         terms of {0, 1} and {2, 3} are zero, so four joint messages (``_TERMS``), one sent
-        and one received by each party, instead of six [F4: Pi_mult]."""
+        and one received by each party, instead of six, and two products per party
+        (``_split_pairs``) [F4: Pi_mult]."""
         a, b, shape = self._aligned(x, y)
-        times, plus = (np.bitwise_and, np.bitwise_xor) if x.binary else (np.multiply, np.add)
-        z = await self._reshare(times(a, b), self._cross(a, b, times, plus), x.binary, _TERMS)
+        times = np.bitwise_and if x.binary else np.multiply
+        cross = {pair: times(a[k], b[m]) for k, m, pair in self._split_pairs()}
+        z = await self._reshare(np.zeros(a.shape, dtype=U64), cross, x.binary, _TERMS)
         return Shared(z.reshape((3,) + shape), 1, x.binary)
 
     async def term_inner(self, x: Shared, y: Shared) -> Shared:
@@ -454,10 +473,7 @@ class Rep4(Scheme):
         summed cross terms, a dot product]."""
         shape = np.broadcast_shapes(x.data.shape[1:], y.data.shape[1:])
         a, b = broadcast_data(x.data, 1, shape), broadcast_data(y.data, 1, shape)
-        components = held(self.party)
-        cross = {frozenset((g, h)): _dot(a[k], b[m]).reshape(-1)
-                 for k, g in enumerate(components) if g in (0, 1)
-                 for m, h in enumerate(components) if h in (2, 3)}
+        cross = {pair: _dot(a[k], b[m]).reshape(-1) for k, m, pair in self._split_pairs()}
         diag = np.zeros((3, int(np.prod(shape[1:], dtype=np.int64))), dtype=U64)
         z = await self._reshare(diag, cross, False, _TERMS)
         return Shared(z.reshape((3,) + shape[1:]), 1)
@@ -600,7 +616,7 @@ class Rep4(Scheme):
     async def and_(self, x: Shared, y: Shared) -> Shared:
         a, b, shape = self._aligned(x, y)
         cross = self._cross(a, b, np.bitwise_and, np.bitwise_xor)
-        z = await self._reshare(a & b, cross, binary=True)
+        z = await self._reshare(np.zeros(a.shape, dtype=U64), cross, binary=True)
         return Shared(z.reshape((3,) + shape), 1, True)
 
     async def open_binary(self, x: Shared) -> np.ndarray:
