@@ -163,9 +163,10 @@ class Rep3(Scheme):
     async def matmul(self, x: Shared, y: Shared) -> Shared:
         z = ring.matmul(x.data[0], y.data[0] + y.data[1])
         z += ring.matmul(x.data[1], y.data[0])
-        self._add_zero(z, binary=False)
         out = self._terms(z.shape)
-        out[0] = z
+        out[0] = z  # C-contiguous (einsum's result may not be), for ``_add_zero``
+        del z
+        self._add_zero(out[0] if out.ndim > 1 else out[0:1], binary=False)
         return await self._reshare(out, False)
 
     async def open(self, x: Shared) -> np.ndarray:
