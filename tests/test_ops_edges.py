@@ -3,7 +3,7 @@ counts (written by the adversarial review of the byte cuts and the alignment's c
 
 - active4: a cheater that changes any one joint message (value or digest) of a sign test
   (``compare.msb``: the split addends and ``Rep4.term_product``), a conversion
-  (``bit_to_arith``: ``term_product``) or the split counts (``ops.count``: ``Rep4.inner``) is
+  (``bit_to_arith``: ``term_product``) or the split counts (``ops.count``: ``Rep4.term_inner``) is
   caught, whichever party it is and whichever message it picks, and no honest party outputs a
   wrong count.
 - passive3: the words a server receives in ``Rep3.bit_counts`` and ``Rep3.addends`` look the

@@ -32,25 +32,44 @@ def _block_tops(width: int) -> np.uint64:
     return np.uint64(sum(block << shift for shift in range(0, 64, 2 * width)))
 
 
-def _pack(data: np.ndarray, width: int, out: np.ndarray | None = None) -> np.ndarray:
+_PACK_WORDS = 1 << 14  # words per component packed at a time: small temporaries, in cache
+
+
+def _pack(data: np.ndarray, width: int, out: np.ndarray | None = None, shift: int = 0
+          ) -> np.ndarray:
     """Merge the words of the second half into the first: keep the top ``width`` bits of each
-    2*width block of both, the second half's shifted down into the free low bits."""
+    2*width block of both, the second half's shifted down into the free low bits; with
+    ``shift``, of the words shifted left by that many bits first. A block of words at a time,
+    so that no shifted or masked copy of the whole is made."""
     half = data.shape[-1] // 2
     mask = _block_tops(width)
-    out = np.bitwise_and(data[..., :half], mask, out=out)
-    low = data[..., half:] & mask
-    low >>= np.uint64(width)
-    out |= low
+    if out is None:
+        out = np.empty(data.shape[:-1] + (half,), dtype=np.uint64)
+    for start in range(0, half, _PACK_WORDS):
+        stop = min(half, start + _PACK_WORDS)
+        high, low = data[..., start:stop], data[..., half + start:half + stop]
+        part = out[..., start:stop]
+        if shift:
+            np.left_shift(high, np.uint64(shift), out=part)
+            part &= mask
+            low = low << np.uint64(shift)
+            low &= mask
+        else:
+            np.bitwise_and(high, mask, out=part)
+            low = low & mask
+        low >>= np.uint64(width)
+        part |= low
     return out
 
 
-def _packed(parts: list[Shared], width: int) -> Shared:
-    """Binary sharings of one shape (N,), packed (``_pack``) straight into the rows of one
-    (len(parts), N/2) sharing, without a concatenated copy."""
+def _packed(parts: list[Shared], width: int, shifts: tuple[int, ...] | None = None) -> Shared:
+    """Binary sharings of one shape (N,), each shifted left by its ``shifts`` (none by
+    default) and packed (``_pack``) straight into the rows of one (len(parts), N/2) sharing,
+    without a concatenated or shifted copy."""
     first = parts[0].data
     out = np.empty(first.shape[:-1] + (len(parts), first.shape[-1] // 2), dtype=np.uint64)
     for row, part in enumerate(parts):
-        _pack(part.data, width, out=out[..., row, :])
+        _pack(part.data, width, out[..., row, :], shifts[row] if shifts else 0)
     return Shared(out, parts[0].lead, True)
 
 
@@ -148,31 +167,37 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
     p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift);
-    # round 2's operands are packed first, so that u, v and p are freed before round 1
-    high = _packed([u, p], 1)
+    # round 2 takes u1 (packed first) and p1 (packed for round 1 already), and u, v and p are
+    # freed as soon as they are packed, so that few arrays of the values' size live at once
+    u1 = _packed([u], 1)[0]
     if split_addends:  # u0 v0 of the two split terms needs fewer cross terms
-        pairs = ((_packed([s.shift(u, 1)], 1), _packed([s.shift(v, 1)], 1)),
-                 (_packed([p], 1), _packed([s.shift(p, 1)], 1)))
-        del u, v, p
-        generate, propagate = await s.engine.together(s.term_product(*pairs[0]),
-                                                      s.and_(*pairs[1]))
-        del pairs
-        low = concat([generate, propagate]).reshape(2, -1)
+        generate_u = _packed([u], 1, (1,))
+        del u
+        generate_v = _packed([v], 1, (1,))
+        del v
+        propagate = (_packed([p], 1), _packed([p], 1, (1,)))
+        del p
+        generate, both = await s.engine.together(s.term_product(generate_u, generate_v),
+                                                 s.and_(*propagate))
+        p1 = propagate[0][0]
+        del generate_u, generate_v, propagate
+        low = concat([generate, both]).reshape(2, -1)
     else:
-        left, right = (_packed([s.shift(u, 1), p], 1),
-                       _packed([s.shift(v, 1), s.shift(p, 1)], 1))
-        del u, v, p
+        left = _packed([u, p], 1, (1, 0))
+        del u
+        right = _packed([v, p], 1, (1, 1))
+        del v, p
         low = await s.and_(left, right)
+        p1 = local_map(left[1], np.ascontiguousarray)  # a copy: left is freed
         del left, right
     # round 2 the block's generate, the majority of u1, v1 and that carry: u1 ^ (p1 & (u1 ^ c))
-    u1, p1 = high[0], high[1]
     gen = s.xor(u1, await s.and_(p1, s.xor(u1, low[0])))
     prop = low[1]
-    del high, u1, p1, low
+    del u1, p1, low
     width = 2
     while width < 32:  # combine adjacent blocks: G ^ P & G<<w, P & P<<w at the high halves
         both = await s.and_(_packed([prop], width),
-                            _packed([s.shift(gen, width), s.shift(prop, width)], width))
+                            _packed([gen, prop], width, (width, width)))
         gen, prop = s.xor(_packed([gen], width)[0], both[0]), both[1]
         width *= 2
     return gen, prop
@@ -194,7 +219,7 @@ def _padded(x: Shared, shift: int = 0) -> Shared:
 
     def fill(d: np.ndarray) -> np.ndarray:
         out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
-        out[..., :count] = d << np.uint64(shift) if shift else d
+        np.left_shift(d, np.uint64(shift), out=out[..., :count])
         return out
 
     return local_map(x.reshape(count), fill)
@@ -218,8 +243,10 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
     u, v = await reduce_components(s, addends)
     del addends
     top = local_map(s.xor(u, v), lambda d: (d >> np.uint64(63)).astype(np.uint8))
-    words = [_padded(u, 1), _padded(v, 1)]
-    del u, v
+    words = [_padded(u, 1)]
+    del u
+    words.append(_padded(v, 1))
+    del v
     final = await _carry_tree(s, words, split_addends)
     carry = local_map(final, lambda d: _unpack_carries(d, count))
     return s.xor(top, carry).reshape(shape)

@@ -8,10 +8,10 @@ the flags can be folded into the sums (docs/performance.md, "Fewer bytes"):
 - a scheme's own protocol where it has one (``Scheme.bit_counts``: passive3 deals the
   conversion, one word per row, flag and class from one party);
 - where ``xor_terms`` makes two arithmetic terms A, B of each bit (active4's joint sharings),
-  b = A + B - 2 A B summed over the rows is sum A + sum B - 2 <A, B>: the product is an
-  ``inner`` product, resharing p sums instead of m x p products. The class counts come the same
-  way from the bits flag AND [row in class c], one AND of words that hold 64 rows each
-  (the label bit is the XOR of the low bits of the label's components: local);
+  b = A + B - 2 A B summed over the rows is sum A + sum B - 2 <A, B>: the product is a
+  ``term_inner`` product, resharing p sums instead of m x p products. The class counts come
+  the same way from the bits flag AND [row in class c], one AND of words that hold 64 rows
+  each (the label bit is the XOR of the low bits of the label's components: local);
 - else ``bit_to_arith`` and a matrix product with the labels.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from mpcnet.ops.convert import bit_to_arith, local_map
-from mpcnet.schemes.base import Scheme, Shared, join
+from mpcnet.schemes.base import Scheme, Shared
 
 U64 = np.uint64
 _ROWS = np.arange(64, dtype=U64)
@@ -78,11 +78,17 @@ async def bit_counts(s: Scheme, bits: Shared, labels: Shared) -> tuple[Shared, S
     # flag AND label, 64 rows a word; a label that is not 0/1 fails the one-hot check
     # (mpcnet.featsel.labels.open_one_hot) before any output, whatever its low bit made of
     # these counts
-    in_class = await s.and_(_packed_rows(bits).reshape(-1, p, 1),
-                            _packed_rows(low_bits(s, labels)).reshape(-1, 1, c))
-    both = join([bits.reshape(m, p, 1), _unpacked_rows(in_class, m)], 2)
-    first, second = await s.xor_terms(both)
-    product = await s.inner(first.reshape(m, p * (1 + c)), second.reshape(m, p * (1 + c)))
-    sums = s.sub(s.add(s.sum(first, 0), s.sum(second, 0)),
-                 s.mul_public(product.reshape(p, 1 + c), 2))
-    return sums[:, 0], sums[:, 1:]
+    in_class = _unpacked_rows(await s.and_(_packed_rows(bits).reshape(-1, p, 1),
+                                           _packed_rows(low_bits(s, labels)).reshape(-1, 1, c)),
+                              m).reshape(m, p * c)
+    # the flags' terms and the class bits' in one round, their dot products in the next
+    # (each pair of terms on its own: no joined copy of both)
+    flag_terms, class_terms = await s.engine.together(s.xor_terms(bits), s.xor_terms(in_class))
+    del in_class
+    dots = await s.engine.together(s.term_inner(*flag_terms), s.term_inner(*class_terms))
+
+    def counts(terms: list[Shared], dot: Shared) -> Shared:
+        first, second = terms
+        return s.sub(s.add(s.sum(first, 0), s.sum(second, 0)), s.mul_public(dot, 2))
+
+    return counts(flag_terms, dots[0]), counts(class_terms, dots[1]).reshape(p, c)

@@ -290,7 +290,7 @@ class Scheme(ABC):
     split_terms = False
     """Whether ``addends`` and ``xor_terms`` make two terms whose components do not overlap:
     their products need fewer cross terms (``term_product``), and a sum of converted bits
-    only an ``inner`` product of them (``mpcnet.ops.count``)."""
+    only a ``term_inner`` product of them (``mpcnet.ops.count``)."""
 
     async def term_product(self, x: Shared, y: Shared) -> Shared:
         """x y (x AND y for binary sharings) for x made from the first and y from the second
@@ -299,10 +299,11 @@ class Scheme(ABC):
         Here: ``and_`` or ``mul``."""
         return await (self.and_(x, y) if x.binary else self.mul(x, y))
 
-    async def inner(self, x: Shared, y: Shared) -> Shared:
-        """sum over the first logical axis of x * y; a scheme may reshare only the sums, as
-        a matrix product does. Here: ``mul``, then the sum."""
-        return self.sum(await self.mul(x, y), 0)
+    async def term_inner(self, x: Shared, y: Shared) -> Shared:
+        """sum over the first logical axis of x * y, for x and y made as for ``term_product``
+        (arithmetic); a scheme may reshare only the sums, as a matrix product does. Here:
+        ``term_product``, then the sum."""
+        return self.sum(await self.term_product(x, y), 0)
 
     @abstractmethod
     async def shuffle(self, x: Shared) -> Shared:

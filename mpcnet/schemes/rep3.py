@@ -99,16 +99,27 @@ class Rep3(Scheme):
     def prev_party(self) -> int:
         return (self.party - 1) % 3
 
-    def _zero(self, shape: tuple[int, ...]) -> np.ndarray:
-        """This party's term of a 3-out-of-3 sharing of zero (Araki et al., section 2.2)."""
-        out = self._next.words(shape)
-        out -= self._prev.words(shape)
-        return out
+    _ZERO_WORDS = 1 << 16  # words of each key drawn at a time by ``_add_zero``
 
-    def _zero_xor(self, shape: tuple[int, ...]) -> np.ndarray:
-        out = self._next.words(shape)
-        out ^= self._prev.words(shape)
-        return out
+    def _add_zero(self, z: np.ndarray, binary: bool) -> None:
+        """Add (XOR, if ``binary``) this party's term of a 3-out-of-3 sharing of zero (Araki
+        et al., section 2.2) to the C-contiguous z in place: the words of its key with the
+        next party less those of its key with the previous one, drawn a block at a time into
+        one small buffer (each key's stream is read in the same order as in one piece)."""
+        if not z.flags.c_contiguous:
+            raise ValueError("_add_zero needs a C-contiguous array")
+        flat = z.reshape(-1)
+        if flat.size == 0:
+            return
+        plus, minus = (np.bitwise_xor, np.bitwise_xor) if binary else (np.add, np.subtract)
+        buf = np.empty(min(flat.size, self._ZERO_WORDS), dtype=U64)
+        for start in range(0, flat.size, buf.size):
+            part = flat[start:start + buf.size]
+            words = buf[:part.size]
+            self._next.fill(words)
+            plus(part, words, out=part)
+            self._prev.fill(words)
+            minus(part, words, out=part)
 
     def _terms(self, shape: tuple[int, ...]) -> np.ndarray:
         """Room for a reshared result; row 0 takes this party's 3-out-of-3 term in place."""
@@ -146,15 +157,16 @@ class Rep3(Scheme):
         np.add(b[0], b[1], out=z)
         z *= a[0]
         z += a[1] * b[0]
-        z += self._zero(z.shape)
+        self._add_zero(z, binary=False)
         return await self._reshare(out, False)
 
     async def matmul(self, x: Shared, y: Shared) -> Shared:
         z = ring.matmul(x.data[0], y.data[0] + y.data[1])
         z += ring.matmul(x.data[1], y.data[0])
-        z += self._zero(z.shape)
         out = self._terms(z.shape)
-        out[0] = z
+        out[0] = z  # C-contiguous (einsum's result may not be), for ``_add_zero``
+        del z
+        self._add_zero(out[0] if out.ndim > 1 else out[0:1], binary=False)
         return await self._reshare(out, False)
 
     async def open(self, x: Shared) -> np.ndarray:
@@ -454,7 +466,7 @@ class Rep3(Scheme):
         np.bitwise_xor(b[0], b[1], out=z)
         z &= a[0]
         z ^= a[1] & b[0]
-        z ^= self._zero_xor(z.shape)
+        self._add_zero(z, binary=True)
         return out
 
     async def and_(self, x: Shared, y: Shared) -> Shared:
