@@ -36,6 +36,7 @@ import numpy as np
 
 from mpcnet.errors import InputError
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, FIXED_BYTES, MIN_TILE_CELLS, WORD_BYTES
+from mpcnet.ops.convert import random_bits
 from mpcnet.ops.truncate import trunc
 from mpcnet.plain.logreg import DEFAULT_TRAINING, Training
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
@@ -181,6 +182,30 @@ async def _gradient(s: Scheme, parts: list[tuple[Shared, Shared]], y: Shared,
     return total
 
 
+async def _masks(s: Scheme, shape: tuple[int, ...], epochs: int) -> list[Shared]:
+    """The masks (64 shared random bits a value, ``trunc``'s ``mask``) of both truncations
+    of ``epochs`` epochs, made at once: under a scheme without a truncation of its own
+    (active3) each would take three rounds of its own before its opening, six of an epoch's
+    rounds. They depend on nothing secret, so making them ahead changes no value and no
+    check (their products' MAC records are queued as any product's)."""
+    size = int(np.prod(shape))
+    bits = await random_bits(s, (64, 3 * size * epochs))
+    masks = []
+    for e in range(epochs):
+        base = 3 * size * e
+        masks.append(bits[:, base:base + size].reshape((64,) + shape))
+        masks.append(bits[:, base + size:base + 3 * size])  # the step: concat is flat
+    return masks
+
+
+async def _cut(s: Scheme, truncation: Truncation, x: Shared, f: int | np.ndarray,
+               masks: list[Shared]) -> Shared:
+    """``truncation`` of x, with the next of the epochs' ``masks`` if any were made."""
+    if not masks:
+        return await truncation(s, x, f)
+    return await trunc(s, x, f, mask=masks.pop(0))
+
+
 async def descend(s: Scheme, rows: Shared, y: Shared, training: Training,
                   cut: TrainingLayout, truncation: Truncation = trunc,
                   trained: np.ndarray | None = None) -> Shared:
@@ -204,13 +229,16 @@ async def descend(s: Scheme, rows: Shared, y: Shared, training: Training,
     for part in parts:
         for factor in part:
             s.hold_factor(factor)
+    masks: list[Shared] = []
     for epoch in range(training.epochs):
-        gradient = await truncation(s, await _gradient(s, parts, y, weights, blocks),
-                                    GRAD_BITS - KEPT_BITS)
+        if not masks and truncation is trunc and not s.truncates:
+            masks = await _masks(s, shape, min(cut.check_every, training.epochs - epoch))
+        gradient = await _cut(s, truncation, await _gradient(s, parts, y, weights, blocks),
+                              GRAD_BITS - KEPT_BITS, masks)
         gradient = s.add(gradient, s.mul_public(weights, penalty))
-        step, kept = split(await truncation(s, concat([s.mul_public(gradient, rate),
-                                                       s.mul_public(velocity, keep)]), shifts),
-                           [shape, shape])
+        step, kept = split(await _cut(s, truncation, concat([s.mul_public(gradient, rate),
+                                                             s.mul_public(velocity, keep)]),
+                                      shifts, masks), [shape, shape])
         velocity = s.sub(kept, step)
         weights = s.add(weights, velocity)
         if (epoch + 1) % cut.check_every == 0:
