@@ -11,7 +11,11 @@ two, and the statistics are computed there. For m rows and k columns, nothing op
    over the rows (a tree, ceil(log2 m) AND rounds) and over the lower bits (prefix OR, six AND
    rounds); the leading one, bit-reversed and shifted, is the word 2^(38 - L). Both become
    arithmetic in one ``bits_of``. Then y = trunc(z 2^(38 - L), 20): |y| <= 2^18, and the
-   column's largest |y| is at least 2^17.
+   column's largest |y| is at least 2^17. Under active3, whose truncation of a batch is a
+   binary circuit anyway, y comes from the binary form of z made above instead: L's bits,
+   read off the leading one (local), shift z 2^19 right by L (a barrel shift, six AND rounds)
+   and y = z 2^(18 - L) rounded half up (floor under ``trunc_floor``) is converted back in
+   one ``b2a_masked`` (``_normalised``): no product, and 21 ANDs a value instead of 28.
 2. Mean and variance of y (Welford-free, exact where it matters): S = sum y (exact),
    mu = S / m with 16 fractional bits (times the public round(2^40 / m), truncated by 24:
    relative error below 2^-16 of one unit), the integer centre c = round(mu), d = y - c,
@@ -38,8 +42,9 @@ Precision: y keeps 17 significant bits of the column's largest value, so a colum
 standard deviation is below 2^-12 of its largest magnitude is standardised to within a few
 percent only (one outlier among near-constant values); the rest is within 2^-10 relative.
 Cost: one ``a2b`` and two truncations per value of D' (``mpcnet.ops.truncate``: a dealt mask
-under passive3 and active4, by conversion under active3), the rest per column; about 100 rounds
-(170 under active3) for a tile.
+under passive3 and active4), the rest per column; about 100 rounds for a tile. Under active3
+one ``a2b``, the shift and ``b2a_masked`` for y and one truncation by conversion for x~: 63
+AND words a value (70 with two truncations), about 170 rounds for a tile.
 """
 
 from __future__ import annotations
