@@ -142,9 +142,11 @@ async def _normalised(s: Scheme, z: Shared, tiles: list[slice], cut: Truncation
     normaliser made anyway: w = floor(z 2^19 / 2^L) by L's bits (``bitlength.shift_right``),
     then y = floor(w / 2) + (w mod 2), z 2^(18 - L) rounded half up, the two terms added in
     ``b2a_masked``'s adder (one AND a value more); with ``trunc_floor`` y = floor(w / 2), the
-    floor it promises. 7 + 15 ANDs a value instead of a product and 28; rounding to nearest
-    (not down) keeps the mean of y, which leaves with the model (``Standardised.ratio``),
-    within 2^-(bits dropped) of z's mean, as the stochastic rounding of ``trunc`` does."""
+    floor it promises. 7 + 15 ANDs a value instead of a product and 28. Rounding to nearest,
+    not down, keeps the mean of y (it leaves with the model: ``Standardised.ratio``) within
+    2^-(d + 1) units of z 2^(18 - L)'s for d dropped bits of uniform low bits, where a floor
+    is half a unit low (the ratio's test caught that); ``trunc``'s stochastic rounding has
+    no bias at all."""
     if s.truncates:
         length, scale = await normaliser(s, z, tiles)
         ys = []
