@@ -190,3 +190,15 @@ def test_active3_truncates_a_large_batch_by_conversion(monkeypatch: pytest.Monke
         quarter = _signed(result[-3000:])
         assert 0.21 < (quarter == 6).mean() < 0.29
     assert rounds > 10  # binary and back, not the 64 bits' masked opening
+
+
+def test_truncates_says_whether_the_scheme_has_a_truncation_of_its_own(scheme: str) -> None:
+    """``Scheme.truncates`` is what ``Scheme.truncate`` does: a result, or None (active3)."""
+    x = np.array([5 << F, -(3 << F)], dtype=np.int64)
+
+    async def body(s, x):  # type: ignore[no-untyped-def]
+        own = await s.truncate(x, np.full(x.size, F, dtype=np.int64))
+        return s.truncates, own is not None
+
+    for truncates, has_own in run_protocol(scheme, {"x": x}, body):
+        assert truncates == has_own == (scheme != "active3")

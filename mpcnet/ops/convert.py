@@ -141,16 +141,18 @@ async def b2a(s: Scheme, words: Shared, bits: int = 64) -> Shared:
     return s.sum(s.mul_public(decomposed, weights), 0)
 
 
-async def b2a_masked(s: Scheme, words: Shared) -> Shared:
-    """Arithmetic sharing of binary words by masking: w = (w - r) + r for a random ring r.
+async def b2a_masked(s: Scheme, words: Shared, *more: Shared) -> Shared:
+    """Arithmetic sharing of binary words by masking: w = (w - r) + r for a random ring r
+    (w the sum mod 2^64 of ``words`` and ``more``, binary words of the same shape).
 
     The binary form of -r comes from its additive components (``addends``). They are
     reduced together with w by carry-save adders, added by ``add_binary`` and the sum w - r,
-    uniformly random, is opened. Rounds: reduction (2 for rep3) + 7 + 1 open; per word about
-    15 ANDed words and one opened word, against 128 products for ``b2a`` under rep3.
+    uniformly random, is opened. Rounds: reduction (2 for rep3, 3 with one more word) + 7 +
+    1 open; per word about 15 ANDed words and one opened word, against 128 products for
+    ``b2a`` under rep3.
     """
     r = await s.random(words.shape)
-    u, v = await reduce_components(s, await s.addends(s.neg(r)) + [words])
+    u, v = await reduce_components(s, await s.addends(s.neg(r)) + [words, *more])
     masked = await s.open_masked(await add_binary(s, u, v), binary=True)
     return s.add_public(r, masked)
 

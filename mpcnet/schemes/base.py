@@ -287,6 +287,14 @@ class Scheme(ABC):
         (``mpcnet.ops.count.bit_counts`` then converts the bits)."""
         return None
 
+    @property
+    def truncates(self) -> bool:
+        """Whether ``truncate`` is a protocol of the scheme's own (it returns no None): where
+        it is not, a large truncation is a binary circuit (``mpcnet.ops.truncate``), and a
+        step that has the binary form of its values anyway may shift them there instead
+        (``mpcnet.train.standardise``)."""
+        return False
+
     split_terms = False
     """Whether ``addends`` and ``xor_terms`` make two terms whose components do not overlap:
     their products need fewer cross terms (``term_product``), and a sum of converted bits

@@ -78,6 +78,10 @@ class Rep3(Scheme):
     """Party 2 may make correlated randomness for parties 0 and 1 (``truncate``, ``bit_mul``):
     with one passive party, the one that knows a mask never sees what it masks."""
 
+    @property
+    def truncates(self) -> bool:
+        return self.deals
+
     def __init__(self, engine: RoundEngine, next_prf: PRF, prev_prf: PRF,
                  fault: FaultInjector | None = None) -> None:
         self.engine = engine

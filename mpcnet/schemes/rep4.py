@@ -269,6 +269,7 @@ class Rep4(Scheme):
     name = "active4"
     n_parties = 4
     lead = 1  # data[k] = x_{(p+1+k) mod 4}, k = 0, 1, 2
+    truncates = True  # a mask that two parties know (``truncate``)
 
     def __init__(self, engine: RoundEngine, prfs: dict[int, PRF],
                  fault: FaultInjector | None = None) -> None:

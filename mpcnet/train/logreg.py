@@ -12,7 +12,8 @@ without reconstructing it, under every scheme, and nothing is opened:
    exact, no truncation), G = [X~ 1]^T (P - Y) (one matrix product), then the update of
    ``mpcnet.plain.logreg`` (heavy-ball momentum, L2 penalty on the weights, not on the
    intercept) with two truncations of the (k + 1) x C weights only. No value of size m is
-   truncated during training.
+   truncated during training. Under active3 the masks of those truncations (64 shared random
+   bits a value) are made for a check window's epochs at once (``_masks``).
 
 Fixed point: features 8 fractional bits, weights ``WEIGHT_BITS`` = 12, scores 20, P 28, the
 gradient 36 (|G| <= m 2^36 (1 + 0.0004) < 2^61 for m < 2^24, since sum_i |x~_i| <= m for
@@ -36,7 +37,8 @@ import numpy as np
 
 from mpcnet.errors import InputError
 from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, FIXED_BYTES, MIN_TILE_CELLS, WORD_BYTES
-from mpcnet.ops.truncate import trunc
+from mpcnet.ops.convert import random_bits
+from mpcnet.ops.truncate import CONVERSION_BATCH, trunc
 from mpcnet.plain.logreg import DEFAULT_TRAINING, Training
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 from mpcnet.train.sigmoid import SLOPE_BITS, sigmoid
@@ -181,6 +183,31 @@ async def _gradient(s: Scheme, parts: list[tuple[Shared, Shared]], y: Shared,
     return total
 
 
+async def _masks(s: Scheme, shape: tuple[int, ...], epochs: int) -> list[Shared]:
+    """The masks (64 shared random bits a value, ``trunc``'s ``mask``) of both truncations
+    of ``epochs`` epochs, made at once: under a scheme without a truncation of its own
+    (active3) each would take three rounds of its own before its opening (a batch below
+    ``CONVERSION_BATCH``), six of an epoch's rounds. They depend on nothing secret, so
+    making them ahead changes no value and no check (their products' MAC records are queued
+    as any product's)."""
+    size = int(np.prod(shape))
+    bits = await random_bits(s, (64, 3 * size * epochs))
+    masks = []
+    for e in range(epochs):
+        base = 3 * size * e
+        masks.append(bits[:, base:base + size].reshape((64,) + shape))
+        masks.append(bits[:, base + size:base + 3 * size])  # the step: concat is flat
+    return masks
+
+
+async def _cut(s: Scheme, truncation: Truncation, x: Shared, f: int | np.ndarray,
+               masks: list[Shared]) -> Shared:
+    """``truncation`` of x, with the next of the epochs' ``masks`` if any were made."""
+    if not masks:
+        return await truncation(s, x, f)
+    return await trunc(s, x, f, mask=masks.pop(0))
+
+
 async def descend(s: Scheme, rows: Shared, y: Shared, training: Training,
                   cut: TrainingLayout, truncation: Truncation = trunc,
                   trained: np.ndarray | None = None) -> Shared:
@@ -204,13 +231,19 @@ async def descend(s: Scheme, rows: Shared, y: Shared, training: Training,
     for part in parts:
         for factor in part:
             s.hold_factor(factor)
+    masks: list[Shared] = []
+    # where ``trunc`` would mask both truncations with fresh random bits (no truncation of
+    # the scheme's own, a batch below CONVERSION_BATCH), they are made ahead
+    premade = truncation is trunc and not s.truncates and 2 * weights.size < CONVERSION_BATCH
     for epoch in range(training.epochs):
-        gradient = await truncation(s, await _gradient(s, parts, y, weights, blocks),
-                                    GRAD_BITS - KEPT_BITS)
+        if not masks and premade:
+            masks = await _masks(s, shape, min(cut.check_every, training.epochs - epoch))
+        gradient = await _cut(s, truncation, await _gradient(s, parts, y, weights, blocks),
+                              GRAD_BITS - KEPT_BITS, masks)
         gradient = s.add(gradient, s.mul_public(weights, penalty))
-        step, kept = split(await truncation(s, concat([s.mul_public(gradient, rate),
-                                                       s.mul_public(velocity, keep)]), shifts),
-                           [shape, shape])
+        step, kept = split(await _cut(s, truncation, concat([s.mul_public(gradient, rate),
+                                                             s.mul_public(velocity, keep)]),
+                                      shifts, masks), [shape, shape])
         velocity = s.sub(kept, step)
         weights = s.add(weights, velocity)
         if (epoch + 1) % cut.check_every == 0:

@@ -11,7 +11,11 @@ two, and the statistics are computed there. For m rows and k columns, nothing op
    over the rows (a tree, ceil(log2 m) AND rounds) and over the lower bits (prefix OR, six AND
    rounds); the leading one, bit-reversed and shifted, is the word 2^(38 - L). Both become
    arithmetic in one ``bits_of``. Then y = trunc(z 2^(38 - L), 20): |y| <= 2^18, and the
-   column's largest |y| is at least 2^17.
+   column's largest |y| is at least 2^17. Under active3, whose truncation of a batch is a
+   binary circuit anyway, y comes from the binary form of z made above instead: L's bits,
+   read off the leading one (local), shift z 2^19 right by L (a barrel shift, six AND rounds)
+   and y = z 2^(18 - L) rounded half up (floor under ``trunc_floor``) is converted back in
+   one ``b2a_masked`` (``_normalised``): no product, and 21 ANDs a value instead of 28.
 2. Mean and variance of y (Welford-free, exact where it matters): S = sum y (exact),
    mu = S / m with 16 fractional bits (times the public round(2^40 / m), truncated by 24:
    relative error below 2^-16 of one unit), the integer centre c = round(mu), d = y - c,
@@ -38,8 +42,9 @@ Precision: y keeps 17 significant bits of the column's largest value, so a colum
 standard deviation is below 2^-12 of its largest magnitude is standardised to within a few
 percent only (one outlier among near-constant values); the rest is within 2^-10 relative.
 Cost: one ``a2b`` and two truncations per value of D' (``mpcnet.ops.truncate``: a dealt mask
-under passive3 and active4, by conversion under active3), the rest per column; about 100 rounds
-(170 under active3) for a tile.
+under passive3 and active4), the rest per column; about 100 rounds for a tile. Under active3
+one ``a2b``, the shift and ``b2a_masked`` for y and one truncation by conversion for x~: 63
+AND words a value (70 with two truncations), about 170 rounds for a tile.
 """
 
 from __future__ import annotations
@@ -47,15 +52,22 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from mpcnet.errors import RangeError
 from mpcnet.fixedpoint import MAX_ROWS, VALUE_BITS
-from mpcnet.ops.bitlength import length_and_power, or_
+from mpcnet.ops.bitlength import (
+    arithmetic_shift,
+    length_and_power,
+    length_bits,
+    or_,
+    shift_right,
+)
 from mpcnet.ops.compare import ltz
-from mpcnet.ops.convert import a2b, local_map
-from mpcnet.ops.truncate import trunc
+from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith, local_map
+from mpcnet.ops.truncate import trunc, trunc_floor
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
 U64 = np.uint64
@@ -89,8 +101,9 @@ class Standardised:
     constant: Shared   # k: 0/1, [the column is constant]
 
 
-async def _spread_or(s: Scheme, z: Shared) -> Shared:
-    """Per column of z (rows x k), the binary OR over the rows of |z| - [z < 0]."""
+async def _spread_or(s: Scheme, z: Shared) -> tuple[Shared, Shared]:
+    """The binary form of z (rows x k) and, per column, the binary OR over the rows of
+    |z| - [z < 0]."""
     words = await a2b(s, z)
     spread = local_map(words, lambda d: d ^ (U64(0) - (d >> U64(63))))
     while spread.shape[0] > 1:
@@ -98,19 +111,65 @@ async def _spread_or(s: Scheme, z: Shared) -> Shared:
             zero = local_map(spread[:1], np.zeros_like)
             spread = concat([spread, zero]).reshape((spread.shape[0] + 1,) + spread.shape[1:])
         spread = await or_(s, spread[0::2], spread[1::2])
-    return spread.reshape(z.shape[1])
+    return words, spread.reshape(z.shape[1])
+
+
+async def _prefix(s: Scheme, z: Shared, tiles: list[slice]) -> tuple[Shared, list[Shared]]:
+    """Per column of z (m x k), the OR over all rows of |z| - [z < 0], reading z a tile of
+    rows at a time, and each tile's binary form."""
+    prefix, words = None, []
+    for rows in tiles:
+        binary, part = await _spread_or(s, z[rows])
+        words.append(binary)
+        prefix = part if prefix is None else await or_(s, prefix, part)
+        await _after_tile(s, tiles)
+    assert prefix is not None
+    return prefix, words
 
 
 async def normaliser(s: Scheme, z: Shared, tiles: list[slice]) -> tuple[Shared, Shared]:
     """Per column of z (m x k), the arithmetic sharings of L = the bit length of max |z| and of
     2^(38 - L) (step 1 of the module docstring), reading z a tile of rows at a time."""
-    prefix = None
-    for rows in tiles:
-        part = await _spread_or(s, z[rows])
-        prefix = part if prefix is None else await or_(s, prefix, part)
-        await _after_tile(s, tiles)
-    assert prefix is not None
+    prefix, _ = await _prefix(s, z, tiles)
     return await length_and_power(s, prefix, VALUE_BITS)
+
+
+async def _normalised(s: Scheme, z: Shared, tiles: list[slice], cut: Truncation
+                      ) -> tuple[Shared, list[Shared]]:
+    """L per column (arithmetic) and y = cut(z 2^(38 - L), 20) per tile (step 1): by a
+    product and a truncation where the scheme truncates by a protocol of its own; else
+    (active3, whose truncation of a batch is a binary circuit) from the binary form of z the
+    normaliser made anyway: w = floor(z 2^19 / 2^L) by L's bits (``bitlength.shift_right``),
+    then y = floor(w / 2) + (w mod 2), z 2^(18 - L) rounded half up, the two terms added in
+    ``b2a_masked``'s adder (one AND a value more); with ``trunc_floor`` y = floor(w / 2), the
+    floor it promises. 7 + 15 ANDs a value instead of a product and 28. Rounding to nearest,
+    not down, keeps the mean of y (it leaves with the model: ``Standardised.ratio``) within
+    2^-(d + 1) units of z 2^(18 - L)'s for d dropped bits of uniform low bits, where a floor
+    is half a unit low (the ratio's test caught that); ``trunc``'s stochastic rounding has
+    no bias at all."""
+    if s.truncates:
+        length, scale = await normaliser(s, z, tiles)
+        ys = []
+        for t in tiles:
+            ys.append(await cut(s, await s.mul(z[t], _down(scale, t.stop - t.start)),
+                                VALUE_BITS - NORMAL_BITS))
+            await _after_tile(s, tiles)
+        return length, ys
+    prefix, words = await _prefix(s, z, tiles)
+    bits = await length_bits(s, prefix, VALUE_BITS)
+    weights = (U64(1) << np.arange(bits.shape[0], dtype=U64))[:, None]
+    length = s.sum(s.mul_public(await bit_to_arith(s, bits),
+                                np.broadcast_to(weights, bits.shape)), 0)
+    ys = []
+    rounding = cut is not trunc_floor
+    for i, w in enumerate(words):
+        shifted = await shift_right(s, s.shift(w, NORMAL_BITS + 1), bits)
+        words[i] = shifted  # the tile's binary form is not needed again
+        half = local_map(shifted, partial(arithmetic_shift, shift=1))
+        ys.append(await (b2a_masked(s, half, s.and_public(shifted, 1)) if rounding
+                         else b2a_masked(s, half)))
+        await _after_tile(s, tiles)
+    return length, ys
 
 
 def _powers(s: Scheme, below: Shared, base: int) -> Shared:
@@ -182,12 +241,7 @@ async def standardise(s: Scheme, z: Shared, tile_rows: int | None = None,
     tiles = row_tiles(n, tile_rows or n) + [slice(t.start + n, t.stop + n)
                                            for t in row_tiles(m - n, tile_rows or m)]
     fitted = len(row_tiles(n, tile_rows or n))  # the first tiles hold the fitted rows
-    length, scale = await normaliser(s, z, tiles)
-    ys = []
-    for t in tiles:
-        ys.append(await cut(s, await s.mul(z[t], _down(scale, t.stop - t.start)),
-                            VALUE_BITS - NORMAL_BITS))
-        await _after_tile(s, tiles)
+    length, ys = await _normalised(s, z, tiles, cut)
 
     # 2. mean with MEAN_BITS bits, the integer centre, variance with MEAN_BITS bits
     total = _sum_all(s, [s.sum(y, 0) for y in ys[:fitted]])
