@@ -244,13 +244,15 @@ def test_a_wrong_copy_of_a_training_input_aborts_whatever_the_secret(setting: st
 
 
 class HighMacBeforeATruncation(FaultInjector):
-    """2^127 on this party's reshared MAC term of one random bit of the truncation that makes
-    y = trunc(z 2^(38 - L), 20) in the standardisation: bit 20 of the mask of y[0, 0], whose
-    weight in r >> 20 is 1. The record fails with probability 1/2, whatever the data; y then
-    enters d = y - centre, the first operand of d * d, whose record carries 2^127 d[0, 0]. Had
-    the MAC check run in parts (a zero test at every truncation's opening), the second part
-    would abort only when d[0, 0] is odd: the abort would tell its parity (the adversarial
-    review's attack). ``tests`` counts the MAC zero tests run (one ``mac-sum`` each)."""
+    """2^127 on this party's reshared MAC term of bit 20 of the mask of the first truncation by
+    conversion in the standardisation (the 2 x 2 x 64-bit products of its 64 random bits; under
+    active3 y comes from a barrel shift of z's bits, so this is now the truncation of the
+    features, x~ = d s), at its first value, whose weight in r >> 20 is 1. The record fails with
+    probability 1/2, whatever the data; the truncated value then enters a product whose record
+    carries 2^127 times a secret operand. Had the MAC check run in parts (a zero test at every
+    truncation's opening), the second part would abort only when that operand is odd: the
+    abort would tell its parity (the adversarial review's attack, first aimed at y's
+    truncation). ``tests`` counts the MAC zero tests run (one ``mac-sum`` each)."""
 
     def __init__(self, party: int, cells: int) -> None:
         super().__init__(party, "product")
