@@ -32,11 +32,20 @@ def _block_tops(width: int) -> np.uint64:
     return np.uint64(sum(block << shift for shift in range(0, 64, 2 * width)))
 
 
-def _pack(data: np.ndarray, width: int, out: np.ndarray | None = None) -> np.ndarray:
+def _pack(data: np.ndarray, width: int, out: np.ndarray | None = None,
+          shifted: bool = False) -> np.ndarray:
     """Merge the words of the second half into the first: keep the top ``width`` bits of each
-    2*width block of both, the second half's shifted down into the free low bits."""
+    2*width block of both, the second half's shifted down into the free low bits. With
+    ``shifted``, those of the words shifted left by ``width`` (the low bits of each block,
+    without a shifted copy)."""
     half = data.shape[-1] // 2
     mask = _block_tops(width)
+    if shifted:
+        mask >>= np.uint64(width)
+        out = np.bitwise_and(data[..., :half], mask, out=out)
+        out <<= np.uint64(width)
+        out |= data[..., half:] & mask
+        return out
     out = np.bitwise_and(data[..., :half], mask, out=out)
     low = data[..., half:] & mask
     low >>= np.uint64(width)
@@ -44,13 +53,15 @@ def _pack(data: np.ndarray, width: int, out: np.ndarray | None = None) -> np.nda
     return out
 
 
-def _packed(parts: list[Shared], width: int) -> Shared:
+def _packed(parts: list[Shared], width: int, shifted: tuple[bool, ...] = ()) -> Shared:
     """Binary sharings of one shape (N,), packed (``_pack``) straight into the rows of one
-    (len(parts), N/2) sharing, without a concatenated copy."""
+    (len(parts), N/2) sharing, without a concatenated copy; ``shifted[i]``: part i shifted
+    left by ``width`` first."""
     first = parts[0].data
     out = np.empty(first.shape[:-1] + (len(parts), first.shape[-1] // 2), dtype=np.uint64)
     for row, part in enumerate(parts):
-        _pack(part.data, width, out=out[..., row, :])
+        _pack(part.data, width, out=out[..., row, :],
+              shifted=row < len(shifted) and shifted[row])
     return Shared(out, parts[0].lead, True)
 
 
@@ -151,16 +162,15 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
     # round 2's operands are packed first, so that u, v and p are freed before round 1
     high = _packed([u, p], 1)
     if split_addends:  # u0 v0 of the two split terms needs fewer cross terms
-        pairs = ((_packed([s.shift(u, 1)], 1), _packed([s.shift(v, 1)], 1)),
-                 (_packed([p], 1), _packed([s.shift(p, 1)], 1)))
+        pairs = ((_packed([u], 1, (True,)), _packed([v], 1, (True,))),
+                 (_packed([p], 1), _packed([p], 1, (True,))))
         del u, v, p
         generate, propagate = await s.engine.together(s.term_product(*pairs[0]),
                                                       s.and_(*pairs[1]))
         del pairs
         low = concat([generate, propagate]).reshape(2, -1)
     else:
-        left, right = (_packed([s.shift(u, 1), p], 1),
-                       _packed([s.shift(v, 1), s.shift(p, 1)], 1))
+        left, right = _packed([u, p], 1, (True,)), _packed([v, p], 1, (True, True))
         del u, v, p
         low = await s.and_(left, right)
         del left, right
@@ -172,7 +182,7 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
     width = 2
     while width < 32:  # combine adjacent blocks: G ^ P & G<<w, P & P<<w at the high halves
         both = await s.and_(_packed([prop], width),
-                            _packed([s.shift(gen, width), s.shift(prop, width)], width))
+                            _packed([gen, prop], width, (True, True)))
         gen, prop = s.xor(_packed([gen], width)[0], both[0]), both[1]
         width *= 2
     return gen, prop
