@@ -80,7 +80,7 @@ def _sort_samples(order: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
                          minlength=int(sizes.sum()))
     positions, place = _runs(starts, sizes)
     ranks = ranks.astype(np.int64)
-    if not (np.bincount(positions - place + ranks) == 1)[positions].all():
+    if not (np.bincount(positions - place + ranks, minlength=order.size) == 1)[positions].all():
         raise ValueError("the opened comparisons are not those of distinct keys")
     order[positions - place + ranks] = order[positions]
 
