@@ -156,24 +156,29 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
     cross terms (``Scheme.term_product``)."""
     u, v = words
     words.clear()
-    p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift);
-    # round 2's operands are packed first, so that u, v and p are freed before round 1
-    high = _packed([u, p], 1)
+    # u and v are packed at once, so that they are freed before round 1, and p = u ^ v is
+    # formed from the packed words (packing is linear)
+    tops = _packed([u, v], 1)  # u1, v1 of every block
+    lows = _packed([u, v], 1, (True, True))  # u0, v0, moved up to the blocks' high bits
+    del u, v
+    top_words, low_words = tops.data, lows.data
+    top_words[..., 1, :] ^= top_words[..., 0, :]  # tops: u1, p1
     if split_addends:  # u0 v0 of the two split terms needs fewer cross terms
-        pairs = ((_packed([u], 1, (True,)), _packed([v], 1, (True,))),
-                 (_packed([p], 1), _packed([p], 1, (True,))))
-        del u, v, p
-        generate, propagate = await s.engine.together(s.term_product(*pairs[0]),
-                                                      s.and_(*pairs[1]))
-        del pairs
+        p0 = Shared(low_words[..., 0, :] ^ low_words[..., 1, :], lows.lead, True)
+        generate, propagate = await s.engine.together(s.term_product(lows[0], lows[1]),
+                                                      s.and_(tops[1], p0))
+        del lows, low_words, p0
         low = concat([generate, propagate]).reshape(2, -1)
     else:
-        left, right = _packed([u, p], 1, (True,)), _packed([v, p], 1, (True, True))
-        del u, v, p
-        low = await s.and_(left, right)
-        del left, right
+        low_words[..., 1, :] ^= low_words[..., 0, :]  # lows: u0, p0
+        left = np.empty_like(low_words)
+        np.bitwise_xor(low_words[..., 0, :], low_words[..., 1, :], out=left[..., 0, :])
+        left[..., 1, :] = top_words[..., 1, :]  # v0, p1
+        low = await s.and_(Shared(left, lows.lead, True), lows)
+        del left, lows, low_words
+    high = tops
     # round 2 the block's generate, the majority of u1, v1 and that carry: u1 ^ (p1 & (u1 ^ c))
     u1, p1 = high[0], high[1]
     gen = s.xor(u1, await s.and_(p1, s.xor(u1, low[0])))
