@@ -207,9 +207,10 @@ def _padded(x: Shared, shift: int = 0) -> Shared:
     count = x.size
     padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
 
-    def fill(d: np.ndarray) -> np.ndarray:
-        out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
-        out[..., :count] = d << np.uint64(shift) if shift else d
+    def fill(d: np.ndarray) -> np.ndarray:  # one pass: no zeroed array, no shifted copy
+        out = np.empty(d.shape[:-1] + (padded,), dtype=np.uint64)
+        np.left_shift(d, np.uint64(shift), out=out[..., :count])
+        out[..., count:] = 0
         return out
 
     return local_map(x.reshape(count), fill)
@@ -232,7 +233,8 @@ async def msb(s: Scheme, x: Shared, bits: int = 64) -> Shared:
     split_addends = s.split_terms and len(addends) == 2  # ``Scheme.term_product`` applies
     u, v = await reduce_components(s, addends)
     del addends
-    top = local_map(s.xor(u, v), lambda d: (d >> np.uint64(63)).astype(np.uint8))
+    top = s.xor(u, v)
+    top.data[...] >>= np.uint64(63)  # a fresh array: its top bits, in place
     words = [_padded(u, 1), _padded(v, 1)]
     del u, v
     final = await _carry_tree(s, words, split_addends)
