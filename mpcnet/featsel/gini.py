@@ -64,10 +64,13 @@ from mpcnet.ops.fraction import Fractions, LimbPlan, cascade, cross_digits, digi
 from mpcnet.ops.wordsort import word_order
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
-CELL_COST = 2
-"""Bytes held per cell, in sign tests: a batch of the sort's comparisons (at most one per
-cell) with their check records, beside the keys' signs; what grows with the classes is
-``feature_bytes``."""
+CELL_COST = 1
+"""Bytes held per cell, in sign tests: a batch of the sort's comparisons (one per cell, and
+the samples' pairs, about 0.1 per cell) with their check records; the keys' range test runs
+before, the tie test after; what grows with the classes is ``feature_bytes``. (It was 2: the
+active3 peak measured at 25 columns of SpeedDating, 0.82 GB per server against the 2.7 GB
+the layout counted for them, docs/performance.md, allows blocks of 41, whose batches pass
+2^20 AND words, where the AND check needs two pools instead of three.)"""
 
 PIECE = 1 << 18
 """The most sign tests the tournament runs at once, and never more than a block's cells, so
