@@ -10,10 +10,11 @@ secret tie-breaker, as the row's index before the shuffle); so is the shuffle.
 The driver sorts many independent groups of rows at once (a group is a run of consecutive
 positions, sorted within itself): in every batch, every other row of every part is compared
 with the part's pivot, and each part is split stably into the rows below the pivot, the pivot
-and the rows above. The pivot is the median of a sample (Hoare's median of a sample, as in
-samplesort): a part of at least SAMPLE_FROM rows first compares every pair of its first
-2 floor(sqrt(n) / 4) + 1 rows (a uniformly random sample, the rows being shuffled) in the
-batch where the other parts split, and sorts them by their ranks. Its pivot is then their
+and the rows above. The pivot is the median of a sample (samplesort's, Frazer and McKellar,
+J. ACM 1970; samples of about sqrt(n), Martinez and Roura, SIAM J. Comput. 2001): a part
+of at least SAMPLE_FROM rows first compares every pair of its first 2 floor(sqrt(n) / 4) + 1
+rows (a uniformly random sample, the rows being shuffled) in the batch where the other
+parts split, and sorts them by their ranks. Its pivot is then their
 median, the other members stay in order behind it, so that the split leaves the members
 below the pivot, sorted, at the front of the lower part and those above at the front of the
 upper one: each part's known leading rows give its pivot without a comparison until fewer
@@ -42,7 +43,8 @@ SAMPLE_MOST = 127
 
 
 def sample_size(lengths: np.ndarray) -> np.ndarray:
-    """The (odd) sample of a part of each length: about sqrt(n) / 2 rows, 5 to SAMPLE_MOST."""
+    """The (odd) sample of a part of each length: about sqrt(n) / 2 rows, at least 3 (5 from
+    SAMPLE_FROM rows on), at most SAMPLE_MOST."""
     return np.clip(2 * (np.sqrt(lengths) / 4).astype(np.int64) + 1, 3, SAMPLE_MOST)
 
 
@@ -107,7 +109,7 @@ async def opened_quicksort(less: Less, lengths: np.ndarray) -> np.ndarray:
         order[moved] = order[np.where(place == 0, moved + np.repeat(median, median + 1),
                                       moved - 1)]
         others = lengths - 1
-        positions, within = _runs(starts + 1, others)
+        positions, _ = _runs(starts + 1, others)
         rows, pivots = order[positions], order[starts]
         sizes = sample_size(picked)
         a, b, part = _sample_pairs(picking, sizes)
