@@ -7,6 +7,7 @@ contribution's place."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
 from mpcnet.ops import join
 from mpcnet.ops.join import inner_join, sort_order
+from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import hashed
 from mpcnet.schemes import registry
 from mpcnet.schemes.base import Scheme
@@ -172,26 +174,27 @@ def test_keys_out_of_range_are_reduced_before_the_sort() -> None:
 def _fixed_levels(opened: list[np.ndarray], n: int) -> np.ndarray:
     """What a server computes from the opened comparisons alone: per sorted position, the
     quicksort level at which its row became a pivot or a part of one row (``sort_order``'s
-    splitting, replayed from the words opened, 64 outcomes to a word, the padding zero)."""
-    level_of = np.zeros(n, dtype=np.int64)
-    starts, lengths = np.array([0]), np.array([n])
-    for level, words in enumerate([*opened, None]):
-        level_of[starts[lengths == 1]] = level
-        starts, lengths = starts[lengths > 1], lengths[lengths > 1]
-        if words is None or not starts.size:
-            break
-        count = int((lengths - 1).sum())
+    driver, ``opened_quicksort``, replayed on the words opened, 64 outcomes to a word, the
+    padding zero: a row's level is that of the batch where it was last a pivot, or the one
+    after the last where it was compared with one)."""
+    batches = iter(opened)
+    last = np.zeros(n, dtype=np.int64)
+    level = 0
+
+    async def less(rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
+        nonlocal level
+        words = next(batches)
+        count = rows.size
         bits = ((words[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).reshape(-1)
         assert bits.size == -(-count // 64) * 64 and not bits[count:].any()
-        less = bits[:count].astype(np.int64)
-        part = np.repeat(np.arange(starts.size), lengths - 1)
-        n_less = np.bincount(part, weights=less, minlength=starts.size)
-        n_less = n_less.astype(np.int64)
-        level_of[starts + n_less] = level
-        starts = np.concatenate([starts, starts + n_less + 1])
-        lengths = np.concatenate([n_less, lengths - 1 - n_less])
-    assert not starts.size
-    return level_of
+        last[rows] = level + 1
+        last[pivots] = level
+        level += 1
+        return bits[:count].astype(np.int64)
+
+    order = asyncio.run(opened_quicksort(less, np.array([n])))
+    assert next(batches, None) is None
+    return last[order]
 
 
 def _chains(levels: np.ndarray, least: int) -> list[tuple[int, int]]:

@@ -230,3 +230,26 @@ def test_sort_order_in_pieces_of_a_dishonest_owners_equal_keys(scheme_name: str)
 
         order = opened(run_protocol(scheme_name, {"keys": keys, "ties": ties}, body))
         np.testing.assert_array_equal(order, expected)
+
+
+@pytest.mark.parametrize("scheme_name", sorted(registry.SCHEMES))
+def test_msb_where_carries_cross_every_block_of_the_tree(scheme_name: str) -> None:
+    """``msb`` after the first round's packing changed (u and v packed once each, p from the
+    packed words): sign tests whose carry is generated in one 2-bit block's low or high bit
+    and propagated through every block above, or stopped one block short (the differences
+    of a quicksort's keys at 0 and 2^62 - 1, equal high bits, one bit apart), at counts that
+    leave the last word of each packing level part-filled."""
+    top = 2**62 - 1
+    keys = [0, 1, top, top - 1, 2**61, 2**61 - 1, 0x5555_5555_5555_5555 >> 2,
+            0x2AAA_AAAA_AAAA_AAAA >> 1, (1 << 40) + 3, (1 << 40) + 2]
+    pairs = np.array([(a, b) for a in keys for b in keys], dtype=np.int64)
+    x = np.concatenate([pairs[:, 0] - pairs[:, 1], [2**k for k in range(63)],
+                        [-(2**k) for k in range(64)], [2**k - 1 for k in range(1, 64)]])
+    for n in (x.size, 33, 65):
+        part = x[:n]
+
+        async def body(s, v):  # type: ignore[no-untyped-def]
+            return await s.open_binary(await msb(s, v))
+
+        flags = opened(run_protocol(scheme_name, {"v": part}, body))
+        np.testing.assert_array_equal(np.asarray(flags) & U64(1), (part < 0).astype(np.uint64))

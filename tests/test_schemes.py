@@ -107,3 +107,22 @@ def test_secret_refuses_truth_value_and_implicit_mixing(scheme: str) -> None:
         bool(secret)
     with pytest.raises(TypeError, match="cannot be mixed"):
         np.add(secret, 1)
+
+
+@pytest.mark.parametrize("lead", [1, 2])
+def test_rows_gathered_by_an_index_array_are_those_of_the_advanced_index(lead: int) -> None:
+    """``Shared[index]`` with an integer array (np.take along the first logical axis) gives
+    the rows the advanced index gives: signed and unsigned, negative, repeated, 2-D and 0-d
+    indices, over logical shapes (n,) and (n, c); a bool mask still selects."""
+    from mpcnet.schemes.base import Shared
+    rng = np.random.default_rng(lead)
+    for shape in [(7,), (7, 3)]:
+        data = rng.integers(0, 2**63, (2,) * lead + shape, dtype=np.uint64)
+        x = Shared(data, lead)
+        at = (slice(None),) * lead
+        for index in [np.array([3, 0, 6, 3]), np.array([5, 1], dtype=np.uint64),
+                      np.array([-1, -7], dtype=np.int32), np.array([[1, 2], [6, 0]]),
+                      np.array(4), np.array([], dtype=np.int64)]:
+            np.testing.assert_array_equal(x[index].data, data[at + (index,)])
+        mask = np.arange(7) % 2 == 0
+        np.testing.assert_array_equal(x[mask].data, data[at + (mask,)])

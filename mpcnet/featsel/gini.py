@@ -20,9 +20,10 @@ Escudero, Volgushev (PETS 2021) for decision trees:
    independent of the others'; the column numbers say nothing more (every column has m
    rows). The rows are grouped by column publicly and every group is sorted by the key
    x 2^b + r (b the bits of m - 1) with the opened quicksort (``mpcnet.ops.wordsort``:
-   one sign test per comparison, about 2 (m + 1) H_m - 4 m, 15 per cell at 8,378 rows,
-   where the odd-even merge network took 45 and moved the labels at every comparator; one
-   more per cell checks the keys' range first). The keys are distinct whatever the owners
+   one sign test per comparison, about 13.3 per cell at 8,378 rows with pivots from the
+   medians of samples (15.0 with the first row as pivot), where the odd-even merge network
+   took 45 and moved the labels at every comparator; one more per cell checks the keys'
+   range first). The keys are distinct whatever the owners
    send (r fills the low b bits), so the outcomes are those of a uniformly random
    permutation; honest values (|x| < 2^VALUE_BITS, ``mpcnet.fixedpoint``; b <= 24) give
    keys below 2^62, ordered by (x, r): equal values by their secret row number, as a public
@@ -31,8 +32,9 @@ Escudero, Volgushev (PETS 2021) for decision trees:
 2. the class counts of every prefix, by a log-step prefix sum (local), and the other side by
    subtraction from the class sizes;
 3. A.A and B.B of every split (a product round per class, so that two count rows are held,
-   not 2n), zeroed where the next value is equal (one sign test per row:
-   [x_{i+1} - x_i - 1 < 0], the values being sorted);
+   not 2n; with two classes one round, the other class's squares being local), zeroed
+   where the next value is equal (one sign test per row: [x_{i+1} - x_i - 1 < 0], the
+   values being sorted);
 4. a tournament over the m candidates of every column (log2 m levels of exact fraction
    comparisons, ``mpcnet.ops.fraction``, a piece of at most PIECE sign tests at a time, the
    last one checked at the block's end), in a plan of its own without a tie range (whole
@@ -62,10 +64,13 @@ from mpcnet.ops.fraction import Fractions, LimbPlan, cascade, cross_digits, digi
 from mpcnet.ops.wordsort import word_order
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
 
-CELL_COST = 2
-"""Bytes held per cell, in sign tests: a batch of the sort's comparisons (at most one per
-cell) with their check records, beside the keys' signs; what grows with the classes is
-``feature_bytes``."""
+CELL_COST = 1
+"""Bytes held per cell, in sign tests: a batch of the sort's comparisons (one per cell, and
+the samples' pairs, about 0.1 per cell) with their check records; the keys' range test runs
+before, the tie test after; what grows with the classes is ``feature_bytes``. (It was 2: the
+active3 peak measured at 25 columns of SpeedDating, 0.82 GB per server against the 2.7 GB
+the layout counted for them, docs/performance.md, allows blocks of 41, whose batches pass
+2^20 AND words, where the AND check needs two pools instead of three.)"""
 
 PIECE = 1 << 18
 """The most sign tests the tournament runs at once, and never more than a block's cells, so
@@ -172,14 +177,22 @@ async def statistics(s: Scheme, data: Shared, labels: Shared, column_sums: Share
     valid = concat([s.add_public(s.neg(tied), 1), s.public(np.ones((1, p), np.uint64))])
     last = s.add_public(s.neg(s.sum(below, 0)), a)
     x = y = None
-    for c in range(n1 + 1):  # one class at a time: two count rows of products, not 2n
+    # one class at a time: two count rows of products, not 2n; with two classes the second
+    # class's squares are local: (a - l)^2 = a^2 - 2 a l + l^2, on the right side with m - a
+    for c in range(n1 + 1 if n1 > 1 else 1):
         left = below[c] if c < n1 else last
         size = sizes[c] if c < n1 else s.add_public(s.neg(s.sum(sizes, 0)), m)
         right = s.sub(size.reshape(1, 1).broadcast_to((m, p)), left)
         both = concat([left, right])
         sq_left, sq_right = split(await s.mul(both, both), [(m, p), (m, p)])
-        x = sq_left if x is None else s.add(x, sq_left)
-        y = sq_right if y is None else s.add(y, sq_right)
+        if n1 == 1:
+            b = np.uint64(m) - a
+            x = s.add_public(s.sub(s.mul_public(sq_left, 2), s.mul_public(left, 2 * a)), a * a)
+            y = s.add_public(s.sub(s.mul_public(sq_right, 2), s.mul_public(right, 2 * b)),
+                             b * b)
+        else:
+            x = sq_left if x is None else s.add(x, sq_left)
+            y = sq_right if y is None else s.add(y, sq_right)
     assert x is not None and y is not None
     kept = await s.mul(concat([valid, valid]), concat([x, y]))
     x, y = split(kept, [(m, p), (m, p)])

@@ -164,32 +164,30 @@ async def _blocks32(s: Scheme, words: list[Shared], split_addends: bool = False
     cross terms (``Scheme.term_product``)."""
     u, v = words
     words.clear()
-    p = s.xor(u, v)
     # 2-bit blocks, computed at their high bits only (packed before the AND): round 1 the
     # block's propagate p1 p0 and the low bit's generate u0 v0 (moved up by the shift);
-    # round 2 takes u1 (packed first) and p1 (packed for round 1 already), and u, v and p are
-    # freed as soon as they are packed, so that few arrays of the values' size live at once
-    u1 = _packed([u], 1)[0]
+    # u and v are packed at once, so that they are freed before round 1, and p = u ^ v is
+    # formed from the packed words (packing is linear)
+    tops = _packed([u, v], 1)  # u1, v1 of every block
+    lows = _packed([u, v], 1, (1, 1))  # u0, v0, moved up to the blocks' high bits
+    del u, v
+    top_words, low_words = tops.data, lows.data
+    top_words[..., 1, :] ^= top_words[..., 0, :]  # tops: u1, p1
     if split_addends:  # u0 v0 of the two split terms needs fewer cross terms
-        generate_u = _packed([u], 1, (1,))
-        del u
-        generate_v = _packed([v], 1, (1,))
-        del v
-        propagate = (_packed([p], 1), _packed([p], 1, (1,)))
-        del p
-        generate, both = await s.engine.together(s.term_product(generate_u, generate_v),
-                                                 s.and_(*propagate))
-        p1 = propagate[0][0]
-        del generate_u, generate_v, propagate
-        low = concat([generate, both]).reshape(2, -1)
+        p0 = Shared(low_words[..., 0, :] ^ low_words[..., 1, :], lows.lead, True)
+        generate, propagate = await s.engine.together(s.term_product(lows[0], lows[1]),
+                                                      s.and_(tops[1], p0))
+        del lows, low_words, p0
+        low = concat([generate, propagate]).reshape(2, -1)
     else:
-        left = _packed([u, p], 1, (1, 0))
-        del u
-        right = _packed([v, p], 1, (1, 1))
-        del v, p
-        low = await s.and_(left, right)
-        p1 = local_map(left[1], np.ascontiguousarray)  # a copy: left is freed
-        del left, right
+        low_words[..., 1, :] ^= low_words[..., 0, :]  # lows: u0, p0
+        left = np.empty_like(low_words)
+        np.bitwise_xor(low_words[..., 0, :], low_words[..., 1, :], out=left[..., 0, :])
+        left[..., 1, :] = top_words[..., 1, :]  # v0, p1
+        low = await s.and_(Shared(left, lows.lead, True), lows)
+        del left, lows, low_words
+    u1, p1 = tops[0], tops[1]
+    del tops, top_words
     # round 2 the block's generate, the majority of u1, v1 and that carry: u1 ^ (p1 & (u1 ^ c))
     gen = s.xor(u1, await s.and_(p1, s.xor(u1, low[0])))
     prop = low[1]
@@ -217,9 +215,10 @@ def _padded(x: Shared, shift: int = 0) -> Shared:
     count = x.size
     padded = -(-count // _VALUES_PER_WORD) * _VALUES_PER_WORD
 
-    def fill(d: np.ndarray) -> np.ndarray:
-        out = np.zeros(d.shape[:-1] + (padded,), dtype=np.uint64)
+    def fill(d: np.ndarray) -> np.ndarray:  # one pass: no zeroed array, no shifted copy
+        out = np.empty(d.shape[:-1] + (padded,), dtype=np.uint64)
         np.left_shift(d, np.uint64(shift), out=out[..., :count])
+        out[..., count:] = 0
         return out
 
     return local_map(x.reshape(count), fill)

@@ -54,6 +54,9 @@ class Shared:
         return Shared(data, self.lead, self.binary)
 
     def __getitem__(self, index: Any) -> Shared:
+        if isinstance(index, np.ndarray) and index.dtype.kind in "iu":
+            # a gather of rows: np.take, several times faster than the advanced index
+            return self._with(np.take(self.data, index, axis=self.lead))
         if not isinstance(index, tuple):
             index = (index,)
         return self._with(self.data[(slice(None),) * self.lead + index])
