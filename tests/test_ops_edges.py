@@ -253,3 +253,40 @@ def test_msb_where_carries_cross_every_block_of_the_tree(scheme_name: str) -> No
 
         flags = opened(run_protocol(scheme_name, {"v": part}, body))
         np.testing.assert_array_equal(np.asarray(flags) & U64(1), (part < 0).astype(np.uint64))
+
+
+def _runs_words(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Words of a few runs of ones and zeros: long carries, stopped at random bits."""
+    out = np.zeros(n, dtype=U64)
+    for i in range(n):
+        cuts = np.sort(rng.choice(np.arange(1, 64), rng.integers(0, 5), replace=False))
+        word = 0
+        start, value = 0, int(rng.integers(0, 2))
+        for at in [*cuts.tolist(), 64]:
+            if value:
+                word |= ((1 << (at - start)) - 1) << start
+            start, value = at, value ^ 1
+        out[i] = U64(word)
+    return out
+
+
+@pytest.mark.parametrize("scheme_name", sorted(registry.SCHEMES))
+def test_msb_and_greater_pairs_on_runs_of_bits(scheme_name: str) -> None:
+    rng = np.random.default_rng(7)
+    n = 301
+    x, y = _runs_words(rng, n), _runs_words(rng, n)
+    y[::5] = x[::5]  # ties decided by a, b
+    y[1::7] = x[1::7] ^ (U64(1) << rng.integers(0, 64, y[1::7].size).astype(U64))
+    a = rng.integers(0, 1 << 32, n, dtype=np.uint64)
+    b = np.where(rng.integers(0, 2, n) == 0, a, rng.integers(0, 1 << 32, n, dtype=np.uint64))
+    d = (x - y)  # every difference, wrapped: its top bit against msb
+
+    async def body(s, x, y, a, b, d):  # type: ignore[no-untyped-def]
+        bx, by, ba, bb = split(await a2b(s, concat([x, y, a, b])), [(n,)] * 4)
+        greater = unpacked_bits(await s.open_binary(await greater_pairs(s, bx, by, ba, bb)), n)
+        return greater, await s.open_binary(await msb(s, d))
+
+    greater, signs = opened(run_protocol(scheme_name, {"x": x, "y": y, "a": a, "b": b,
+                                                        "d": d}, body))
+    np.testing.assert_array_equal(greater, ((x > y) | ((x == y) & (a > b))).astype(np.int64))
+    np.testing.assert_array_equal(np.asarray(signs) & U64(1), d >> U64(63))

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from mpcnet.ops.quicksort import opened_quicksort
+from mpcnet.ops.quicksort import SAMPLE_FROM, opened_quicksort
 
 
 def _sort(keys: np.ndarray, lengths: list[int]) -> tuple[np.ndarray, int]:
@@ -77,3 +77,37 @@ def test_outcomes_of_no_total_order_are_refused() -> None:
 
     with pytest.raises(ValueError, match="not those of distinct keys"):
         asyncio.run(opened_quicksort(less, np.array([100])))
+
+
+def _transcript(keys: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The order and every batch's (rows, pivots) the driver asked for."""
+    calls: list[np.ndarray] = []
+
+    async def less(rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
+        assert rows.shape == pivots.shape
+        assert not np.any(rows == pivots), "a row compared with itself"
+        calls.append(np.stack([rows, pivots]))
+        return (keys[rows] < keys[pivots]).astype(np.int64)
+
+    return asyncio.run(opened_quicksort(less, lengths)), calls
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sampled_pivots_sort_and_ask_what_the_ranks_decide(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = np.array([0, 1, 2, 3, SAMPLE_FROM - 1, SAMPLE_FROM, SAMPLE_FROM + 1, 200, 1500])
+    lengths = rng.choice(sizes, rng.integers(1, 6))
+    n = int(lengths.sum())
+    keys = rng.choice(1 << 40, n, replace=False).astype(np.int64)
+    order, calls = _transcript(keys, lengths)
+    bounds = np.cumsum([0, *lengths])
+    assert sorted(order.tolist()) == list(range(n))
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        assert set(order[a:b].tolist()) == set(range(a, b))
+        assert np.all(np.diff(keys[order[a:b]]) > 0)
+    # another set of keys with the same ranks: the same comparisons, batch by batch
+    ranks = np.argsort(np.argsort(keys))
+    _, again = _transcript(3 * ranks + 7, lengths)
+    assert len(again) == len(calls)
+    for one, other in zip(calls, again, strict=True):
+        np.testing.assert_array_equal(one, other)
