@@ -74,12 +74,14 @@ from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith
 from mpcnet.ops.planner import COSTS, PIECE_OVERHEAD
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import HI_BITS
-from mpcnet.schemes.base import Scheme, Shared, concat, same_layout, split
+from mpcnet.schemes.base import Scheme, Shared, Shuffler, concat, same_layout, split
 
 MAX_CONTRIBUTIONS = 8
 """Contributions one keyed dataset may have: their numbers fill the low 4 bits of the sort key,
 and the test of step 4 needs t <= 8."""
 TAG_BITS = 4
+SHUFFLE_COPIES = 5
+"""Copies of a block a shuffle holds at once, counted by ``_columns_at_once``."""
 MIN_PIECE = 1 << 16
 """Fewest comparisons (or sign tests) at once when the budget is short: below, rounds dominate."""
 
@@ -101,23 +103,35 @@ async def _below_2_57(s: Scheme, hi: Shared) -> Shared:
     return await b2a_masked(s, s.and_public(await a2b(s, hi), (1 << HI_BITS) - 1))
 
 
-def _table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Shared:
-    """Step 1: the N x (3 + max c_o) table of every contribution's sort key hi' = 16 hi + o
-    (``hi`` of every row, in contribution order), lo, columns (each contribution's in the
-    first c_o columns, zero after them) and the row's index 0..N-1 (one array)."""
-    widths = [values.shape[1] for _, values in parts]
+def _key_table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Shared:
+    """Step 1's key columns, N x 3: every contribution's sort key hi' = 16 hi + o (``hi`` of
+    every row, in contribution order), lo, and the row's index 0..N-1 (one array)."""
     rows = [values.shape[0] for _, values in parts]
     lead = parts[0][1].data.shape[:s.lead]
     same_layout([hi, *(p for part in parts for p in part)])
-    data = np.zeros(lead + (sum(rows), 3 + max(widths)), dtype=np.uint64)
+    data = np.empty(lead + (sum(rows), 3), dtype=np.uint64)
     at = (slice(None),) * s.lead
-    data[at + (slice(None), -1)] = s.public(np.arange(sum(rows), dtype=np.uint64)).data
-    for o, (keys, values) in enumerate(parts):
+    data[at + (slice(None), 2)] = s.public(np.arange(sum(rows), dtype=np.uint64)).data
+    for o, (keys, _) in enumerate(parts):
         span = slice(sum(rows[:o]), sum(rows[:o + 1]))
-        tagged = s.add_public(s.mul_public(hi[span], 1 << TAG_BITS), o)
-        data[at + (span, 0)] = tagged.data
+        data[at + (span, 0)] = s.add_public(s.mul_public(hi[span], 1 << TAG_BITS), o).data
         data[at + (span, 1)] = keys[:, 1].data
-        data[at + (span, slice(2, 2 + widths[o]))] = values.data
+    return Shared(data, s.lead)
+
+
+def _value_block(s: Scheme, parts: Sequence[tuple[Shared, Shared]], columns: range) -> Shared:
+    """Step 1's value columns ``columns`` of the N-row table: each contribution's columns in
+    its first c_o, padded with zeros (a sharing of zero under every scheme) to the widest
+    contribution's, so the table is max c_o wide, not sum c_o."""
+    rows = [values.shape[0] for _, values in parts]
+    lead = parts[0][1].data.shape[:s.lead]
+    data = np.zeros(lead + (sum(rows), len(columns)), dtype=np.uint64)
+    at = (slice(None),) * s.lead
+    for o, (_, values) in enumerate(parts):
+        span = slice(sum(rows[:o]), sum(rows[:o + 1]))
+        held = range(columns.start, min(columns.stop, values.shape[1]))
+        data[at + (span, slice(0, len(held)))] = values.data[at + (slice(None),
+                                                                    slice(held.start, held.stop))]
     return Shared(data, s.lead)
 
 
@@ -189,53 +203,91 @@ async def _held_by_all(s: Scheme, hi: Shared, lo: Shared, t: int, piece: int) ->
     return concat(flags)
 
 
+def _word_bytes(x: Shared) -> int:
+    """Bytes one shared word takes in this party's share arrays (its leading axes' words)."""
+    return 8 * int(np.prod(x.data.shape[:x.lead], dtype=np.int64))
+
+
+def _columns_at_once(rows: int, t: int, word: int, held: int, memory_budget: int) -> int:
+    """The table's value columns moved at once in what ``memory_budget`` leaves beside
+    ``held`` bytes: a column is ``rows`` words in the table and about t candidate words
+    per row (its place in each contribution), each counted SHUFFLE_COPIES times (the
+    shuffle's input, permuted copy, fresh and received words and output), at least one."""
+    return max(1, (memory_budget - held) // (SHUFFLE_COPIES * (1 + t) * rows * word))
+
+
 async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
                      memory_budget: int) -> Joined:
     """The rows of the records that every contribution holds (module docstring). ``parts``
     holds per contribution, in contribution order, its n_o x 2 hashes (hi, lo) and its n_o x
-    c_o columns, as input (authenticated under active3: the shuffle carries their MACs); the
-    sort's levels and the adjacency test run in pieces that fit ``memory_budget`` beside the
-    table (``_piece``)."""
+    c_o columns, as input (authenticated under active3: the shuffles carry their MACs); the
+    sort's levels and the adjacency test run in pieces, the value columns in blocks, that
+    fit ``memory_budget`` beside what is held (``_piece``, ``_columns_at_once``)."""
     t = len(parts)
     if not 2 <= t <= MAX_CONTRIBUTIONS:
         raise InputError(f"a dataset keyed by record IDs needs 2 to {MAX_CONTRIBUTIONS} "
                          f"contributions to join, not {t}")
-    widths = [values.shape[1] for _, values in parts]
-    width = sum(widths)
-    if sum(values.shape[0] for _, values in parts) >= 1 << 32:
+    total = sum(values.shape[0] for _, values in parts)
+    if total >= 1 << 32:
         raise InputError("a keyed dataset's contributions hold 2^32 rows or more: the sort's "
                          "secret tie-breaker, a row's index, takes 32 bits")
+    inputs = sum(x.data.nbytes for part in parts for x in part)
     with s.engine.phase("alignment"):
         hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]))
-        table = await s.shuffle(_table(s, parts, hi))
-        piece = _piece(s, 2 * table.data.nbytes, memory_budget)
-        keys, ties = (Shared(np.ascontiguousarray(table[:, c].data), s.lead) for c in (0, -1))
+        mixing = s.shuffler(total)
+        table = await mixing.apply(_key_table(s, parts, hi))
+        del hi
+        piece = _piece(s, inputs + 2 * table.data.nbytes, memory_budget)
+        keys, ties = (Shared(np.ascontiguousarray(table[:, c].data), s.lead) for c in (0, 2))
         order = await sort_order(s, keys, ties, piece)
         del keys, ties
         held_by_all = await _held_by_all(s, table[order, 0], table[order, 1], t, piece)
-        candidates = _candidates(table, order, widths, held_by_all)
-        del table, held_by_all
-        mixed = await s.shuffle(candidates)
-        del candidates
-        flags = np.asarray(await s.open(mixed[:, width]))
+        del table
+        picking = s.shuffler(held_by_all.shape[0])
+        flags = np.asarray(await s.open(await picking.apply(held_by_all)))
+        del held_by_all
         if not np.isin(flags, (0, 1)).all():
             raise CheatingDetected("alignment", "a record's flag opened to neither 0 nor 1")
         kept = np.flatnonzero(flags == 1)
-        values = await s.refresh(mixed[kept, :width])
+        values = await _joined_values(s, parts, mixing, picking, order, kept, inputs,
+                                      memory_budget)
     return Joined(values, int(kept.size))
 
 
-def _candidates(table: Shared, order: np.ndarray, widths: list[int], flags: Shared) -> Shared:
-    """The n x (sum c_o + 1) rows that may be joined, the flag last: for every sorted row s
-    that can start a record, rows s + j's first c_j columns side by side (j = 0..t-1),
-    gathered from the shuffled table by the public order (no sorted copy of the table)."""
-    n, lead = flags.shape[0], table.lead
-    at = (slice(None),) * lead
-    data = np.empty(table.data.shape[:lead] + (n, sum(widths) + 1), dtype=np.uint64)
-    start = 0
-    for j, w in enumerate(widths):
-        data[at + (slice(None), slice(start, start + w))] = \
-            table.data[at + (order[j:j + n, None], np.arange(2, 2 + w))]
-        start += w
-    data[at + (slice(None), -1)] = flags.data
-    return Shared(data, lead)
+async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
+                         mixing: Shuffler, picking: Shuffler, order: np.ndarray,
+                         kept: np.ndarray, inputs: int, memory_budget: int) -> Shared:
+    """Steps 4-5 for the value columns, a block of the table's columns at a time: shuffled
+    as the key columns were (``mixing``), the candidates' columns gathered from them by the
+    public order, shuffled as the flags were (``picking``), and only the ``kept`` rows
+    (the flagged ones, m) kept, with MACs of their own (``Scheme.refresh``); the block's
+    check records are then freed (``Scheme.checkpoint``: active3 folds its MAC records, to
+    be tested at the job's next check). Nothing is opened, so whether a job aborts does
+    not depend on the blocks."""
+    widths = [values.shape[1] for _, values in parts]
+    offsets = np.cumsum([0, *widths])
+    word = _word_bytes(parts[0][1])
+    lead = parts[0][1].data.shape[:s.lead]
+    at = (slice(None),) * s.lead
+    out = np.empty(lead + (kept.size, int(offsets[-1])), dtype=np.uint64)
+    if kept.size == 0:
+        return Shared(out, s.lead)
+    step = _columns_at_once(mixing.rows, len(parts), word,
+                            inputs + out.nbytes + 8 * order.size, memory_budget)
+    n = picking.rows
+    for start in range(0, max(widths), step):
+        columns = range(start, min(start + step, max(widths)))
+        block = await mixing.apply(_value_block(s, parts, columns))
+        places = [(j, c) for j, w in enumerate(widths) for c in columns if c < w]
+        gathered = np.empty(lead + (n, len(places)), dtype=np.uint64)
+        for i, (j, c) in enumerate(places):
+            gathered[at + (slice(None), i)] = block.data[at + (order[j:j + n], c - start)]
+        del block
+        mixed = await picking.apply(Shared(gathered, s.lead))
+        del gathered
+        fresh = await s.refresh(mixed[kept])
+        del mixed
+        out[at + (slice(None), [int(offsets[j]) + c for j, c in places])] = fresh.data
+        del fresh
+        await s.checkpoint()
+    return Shared(out, s.lead)
