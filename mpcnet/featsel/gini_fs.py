@@ -98,18 +98,20 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
     ``mpcnet.ops.join.inner_join``; also the number of aligned rows (public)."""
     from mpcnet.ops.join import inner_join
 
-    inputs = await s.input(*(a for part in parts for a in part))
-    joined = await inner_join(s, [(inputs[2 * o], inputs[2 * o + 1])
-                                  for o in range(len(parts))], memory_budget)
-    if joined.rows == 0:
-        raise InputError("no record is held by every contribution of the dataset; nothing "
-                         "to select from")
     widths = [data.shape[-1] for _, data in parts]
     start = sum(widths[:label_part + 1]) - (n_classes - 1)
     label_columns = np.arange(start, start + n_classes - 1)
     features = np.setdiff1d(np.arange(sum(widths)), label_columns)
-    result = await gini_fs(s, joined.values[:, features], joined.values[:, label_columns],
-                           n_classes, k, exponents, memory_budget, score_name=score_name)
+    inputs = await s.input(*(a for part in parts for a in part))
+    joined = await inner_join(s, [(inputs[2 * o], inputs[2 * o + 1]) for o in range(len(parts))],
+                              memory_budget, [*features, *label_columns])
+    del inputs  # the features and labels are views of the joined rows: nothing else is held
+    if joined.rows == 0:
+        raise InputError("no record is held by every contribution of the dataset; nothing "
+                         "to select from")
+    p = features.size
+    result = await gini_fs(s, joined.values[:, :p], joined.values[:, p:], n_classes, k,
+                           exponents, memory_budget, score_name=score_name)
     return result, joined.rows
 
 

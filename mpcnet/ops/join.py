@@ -217,12 +217,15 @@ def _columns_at_once(rows: int, t: int, word: int, held: int, memory_budget: int
 
 
 async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
-                     memory_budget: int) -> Joined:
+                     memory_budget: int, columns: Sequence[int] | None = None) -> Joined:
     """The rows of the records that every contribution holds (module docstring). ``parts``
     holds per contribution, in contribution order, its n_o x 2 hashes (hi, lo) and its n_o x
     c_o columns, as input (authenticated under active3: the shuffles carry their MACs); the
     sort's levels and the adjacency test run in pieces, the value columns in blocks, that
-    fit ``memory_budget`` beside what is held (``_piece``, ``_columns_at_once``)."""
+    fit ``memory_budget`` beside what is held (``_piece``, ``_columns_at_once``). The joined
+    columns come in contribution order, or in the order ``columns`` gives (a permutation of
+    them: a caller that splits them, as into features and labels, then slices without a
+    copy)."""
     t = len(parts)
     if not 2 <= t <= MAX_CONTRIBUTIONS:
         raise InputError(f"a dataset keyed by record IDs needs 2 to {MAX_CONTRIBUTIONS} "
@@ -249,21 +252,27 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
         if not np.isin(flags, (0, 1)).all():
             raise CheatingDetected("alignment", "a record's flag opened to neither 0 nor 1")
         kept = np.flatnonzero(flags == 1)
-        values = await _joined_values(s, parts, mixing, picking, order, kept, inputs,
-                                      memory_budget)
+        width = sum(values.shape[1] for _, values in parts)
+        if columns is not None and sorted(columns) != list(range(width)):
+            raise ValueError(f"columns must order the {width} joined columns")
+        place = np.empty(width, dtype=np.int64)
+        place[np.arange(width) if columns is None else np.asarray(columns)] = np.arange(width)
+        values = await _joined_values(s, parts, mixing, picking, order, kept, place,
+                                      inputs, memory_budget)
     return Joined(values, int(kept.size))
 
 
 async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
                          mixing: Shuffler, picking: Shuffler, order: np.ndarray,
-                         kept: np.ndarray, inputs: int, memory_budget: int) -> Shared:
+                         kept: np.ndarray, place: np.ndarray, inputs: int,
+                         memory_budget: int) -> Shared:
     """Steps 4-5 for the value columns, a block of the table's columns at a time: shuffled
     as the key columns were (``mixing``), the candidates' columns gathered from them by the
-    public order, shuffled as the flags were (``picking``), and only the ``kept`` rows
-    (the flagged ones, m) kept, with MACs of their own (``Scheme.refresh``); the block's
-    check records are then freed (``Scheme.checkpoint``: active3 folds its MAC records, to
-    be tested at the job's next check). Nothing is opened, so whether a job aborts does
-    not depend on the blocks."""
+    public order, shuffled as the flags were (``picking``), and only the ``kept`` rows (the
+    flagged ones, m) kept, joined column q at ``place[q]``, with MACs of their own
+    (``Scheme.refresh``); the block's check records are then freed (``Scheme.checkpoint``:
+    active3 folds its MAC records, to be tested at the job's next check). Nothing is opened,
+    so whether a job aborts does not depend on the blocks."""
     widths = [values.shape[1] for _, values in parts]
     offsets = np.cumsum([0, *widths])
     word = _word_bytes(parts[0][1])
@@ -287,7 +296,7 @@ async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
         del gathered
         fresh = await s.refresh(mixed[kept])
         del mixed
-        out[at + (slice(None), [int(offsets[j]) + c for j, c in places])] = fresh.data
+        out[at + (slice(None), place[[int(offsets[j]) + c for j, c in places]])] = fresh.data
         del fresh
         await s.checkpoint()
     return Shared(out, s.lead)
