@@ -288,13 +288,13 @@ async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
         columns = range(start, min(start + step, max(widths)))
         block = await mixing.apply(_value_block(s, parts, columns))
         places = [(j, c) for j, w in enumerate(widths) for c in columns if c < w]
-        gathered = np.empty(lead + (n, len(places)), dtype=np.uint64)
-        for i, (j, c) in enumerate(places):
-            gathered[at + (slice(None), i)] = block.data[at + (order[j:j + n], c - start)]
+        gathered = np.concatenate(  # row s + j's columns of contribution j, j = 0..t-1
+            [np.take(block.data, order[j:j + n], axis=s.lead)[..., :max(0, w - start)]
+             for j, w in enumerate(widths)], axis=-1)
         del block
         mixed = await picking.apply(Shared(gathered, s.lead))
         del gathered
-        fresh = await s.refresh(mixed[kept])
+        fresh = await s.refresh(Shared(np.take(mixed.data, kept, axis=s.lead), s.lead))
         del mixed
         out[at + (slice(None), place[[int(offsets[j]) + c for j, c in places]])] = fresh.data
         del fresh
