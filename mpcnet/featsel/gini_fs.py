@@ -110,8 +110,11 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
         raise InputError("no record is held by every contribution of the dataset; nothing "
                          "to select from")
     p = features.size
-    result = await gini_fs(s, joined.values[:, :p], joined.values[:, p:], n_classes, k,
-                           exponents, memory_budget, score_name=score_name)
+    data = joined.values[:, :p]
+    # the joined rows stay in memory through the scoring (a stored dataset's are read in
+    # blocks): what they take is not the scoring's
+    result = await gini_fs(s, data, joined.values[:, p:], n_classes, k, exponents,
+                           memory_budget - data.data.nbytes, score_name=score_name)
     return result, joined.rows
 
 

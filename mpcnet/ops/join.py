@@ -63,7 +63,7 @@ shuffle in column blocks over tables kept on disk is what is left to do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +75,7 @@ from mpcnet.ops.planner import COSTS, PIECE_OVERHEAD
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import HI_BITS
 from mpcnet.schemes.base import Scheme, Shared, Shuffler, concat, same_layout, split
+from mpcnet.schemes.base import join as stacked
 
 MAX_CONTRIBUTIONS = 8
 """Contributions one keyed dataset may have: their numbers fill the low 4 bits of the sort key,
@@ -82,6 +83,9 @@ and the test of step 4 needs t <= 8."""
 TAG_BITS = 4
 SHUFFLE_COPIES = 5
 """Copies of a block a shuffle holds at once, counted by ``_columns_at_once``."""
+CONVERSION_TESTS = 4
+"""A conversion (``a2b``, ``b2a_masked``: about 13 and 15 AND words) counted as this many sign
+tests (3.5) when rows are converted in pieces."""
 MIN_PIECE = 1 << 16
 """Fewest comparisons (or sign tests) at once when the budget is short: below, rounds dominate."""
 
@@ -95,12 +99,31 @@ class Joined:
     rows: int  # m, the size of the intersection (public)
 
 
-async def _below_2_57(s: Scheme, hi: Shared) -> Shared:
-    """hi mod 2^57 (a2b, mask, ``b2a_masked``): an honest owner's hi is unchanged, and no
-    owner can send a key that wraps the ring and makes the sort's comparisons depend on
-    more than the order of its rows (lo needs no such bound: the equality test is exact for
-    any words)."""
-    return await b2a_masked(s, s.and_public(await a2b(s, hi), (1 << HI_BITS) - 1))
+async def _below_2_57(s: Scheme, hi: Shared, piece: int) -> Shared:
+    """hi mod 2^57 (a2b, mask, ``b2a_masked``), ``piece`` // (2 CONVERSION_TESTS) rows at a
+    time (``_by_rows``): an honest owner's hi is unchanged, and no owner can send a key that
+    wraps the ring and makes the sort's comparisons depend on more than the order of its
+    rows (lo needs no such bound: the equality test is exact for any words)."""
+    async def reduced(rows: slice) -> Shared:
+        return await b2a_masked(s, s.and_public(await a2b(s, hi[rows]), (1 << HI_BITS) - 1))
+
+    return stacked(await _by_rows(s, hi.shape[0], piece // (2 * CONVERSION_TESTS), reduced), 0)
+
+
+async def _by_rows(s: Scheme, rows: int, step: int,
+                   work: Callable[[slice], Awaitable[Shared]]) -> list[Shared]:
+    """``work`` on slices of ``rows`` rows, ``step`` at a time (at least one), one after
+    the other; where there are several, the pending checks run after each
+    (``Scheme.checkpoint``: active3's AND check of that piece's ANDs, its MAC records
+    folded), so that no check weighs more than a piece's records. The pieces depend on
+    public sizes only."""
+    step = max(1, step)
+    out = []
+    for at in range(0, rows, step):
+        out.append(await work(slice(at, min(rows, at + step))))
+        if step < rows:
+            await s.checkpoint()
+    return out
 
 
 def _key_table(s: Scheme, parts: Sequence[tuple[Shared, Shared]], hi: Shared) -> Shared:
@@ -148,9 +171,16 @@ async def sort_order(s: Scheme, keys: Shared, ties: Shared, piece: int | None = 
     """The public order (sorted position -> row) of shuffled rows by (``keys``, ``ties``)
     lexicographically (arithmetic sharings of words, the ties below 2^32, the pairs
     distinct): step 3, ``opened_quicksort``, on their binary forms (``a2b``, once), a
-    level's comparisons ``piece`` at a time (all at once without)."""
+    level's comparisons ``piece`` at a time (all at once without), the conversion
+    ``piece`` // CONVERSION_TESTS rows at a time."""
     count = keys.shape[0]
-    keys, ties = split(await a2b(s, concat([keys, ties])), [(count,)] * 2)
+
+    async def binary(rows: slice) -> Shared:
+        return await a2b(s, stacked([keys[rows, None], ties[rows, None]], 1))
+
+    step = count if piece is None else piece // CONVERSION_TESTS
+    pairs = stacked(await _by_rows(s, count, step, binary), 0)
+    keys, ties = pairs[:, 0], pairs[:, 1]
 
     async def less(rows: np.ndarray, pivots: np.ndarray) -> np.ndarray:
         step = piece or max(1, rows.size)
@@ -192,15 +222,13 @@ async def _held_by_all(s: Scheme, hi: Shared, lo: Shared, t: int, piece: int) ->
     """Step 4: arithmetic [rows s..s+t-1 are one record's, in contribution order] for every
     row s that can start one, from the sorted hi' and lo, in pieces of rows whose sign tests
     number about ``piece``."""
-    n = hi.shape[0] - t + 1
-    step = max(1, piece // (4 * (t - 1)))
-    flags = []
-    for at in range(0, n, step):
-        rows = slice(at, min(n, at + step))
-        diffs = [s.add_public(s.sub(hi[at + j:rows.stop + j], hi[rows]), -j) for j in range(1, t)]
-        diffs += [s.sub(lo[at + j:rows.stop + j], lo[rows]) for j in range(1, t)]
-        flags.append(await bit_to_arith(s, await _all_zero(s, diffs)))
-    return concat(flags)
+    async def flags(rows: slice) -> Shared:
+        at, stop = rows.start, rows.stop
+        diffs = [s.add_public(s.sub(hi[at + j:stop + j], hi[rows]), -j) for j in range(1, t)]
+        diffs += [s.sub(lo[at + j:stop + j], lo[rows]) for j in range(1, t)]
+        return await bit_to_arith(s, await _all_zero(s, diffs))
+
+    return concat(await _by_rows(s, hi.shape[0] - t + 1, piece // (4 * (t - 1)), flags))
 
 
 def _word_bytes(x: Shared) -> int:
@@ -236,11 +264,11 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
                          "secret tie-breaker, a row's index, takes 32 bits")
     inputs = sum(x.data.nbytes for part in parts for x in part)
     with s.engine.phase("alignment"):
-        hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]))
+        piece = _piece(s, inputs + 2 * 3 * total * _word_bytes(parts[0][1]), memory_budget)
+        hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]), piece)
         mixing = s.shuffler(total)
         table = await mixing.apply(_key_table(s, parts, hi))
         del hi
-        piece = _piece(s, inputs + 2 * table.data.nbytes, memory_budget)
         keys, ties = (Shared(np.ascontiguousarray(table[:, c].data), s.lead) for c in (0, 2))
         order = await sort_order(s, keys, ties, piece)
         del keys, ties
