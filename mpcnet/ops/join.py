@@ -11,8 +11,9 @@ each contribution's row count and the size of the intersection:
    bit decomposition, keeps a dishonest owner's keys in range), lo, the c_o columns, padded
    with zeros (a sharing of zero under every scheme) to the widest contribution's (the
    table is max c_o wide, not sum c_o), and the row's index in this table, 0..N-1.
-2. The table is shuffled (``Scheme.shuffle``, every party lacks one permutation): the
-   index becomes a secret tie-breaker.
+2. The table is shuffled (``Scheme.shuffler``, every party lacks one permutation): the
+   index becomes a secret tie-breaker. Only the key columns (hi', lo, index) are shuffled
+   now; the value columns wait (step 5), since nothing before needs them.
 3. It is sorted by (hi', index) lexicographically with a comparison sort whose outcomes are
    opened (``mpcnet.ops.quicksort``, after Hamada et al., ICISC 2012). After the shuffle and
    with distinct keys, the outcomes of any comparison sort are a function of a uniformly
@@ -42,23 +43,38 @@ each contribution's row count and the size of the intersection:
    gathered from the shuffled table by the public order: local.
 5. The candidate rows and their flags are shuffled again, the flags opened: their number
    is the size of the intersection, and their positions are uniformly random, so that is
-   all they tell. The flagged rows are the dataset's rows.
+   all they tell. The flagged rows are the dataset's rows. The flags are shuffled and
+   opened first; then the table's value columns, a block at a time, are shuffled with step
+   2's permutations, their candidate columns gathered by the public order and shuffled with
+   the flags' permutations, and only the flagged rows (m of them) kept: each block is one
+   application of the same two ``Shuffler``s, so the rows stay together, and the result is
+   the whole table's shuffle, candidates and selection, with fresh masks per block.
 
-Active settings. active4 checks every shuffle message by its voucher (``Rep4.shuffle``).
-active3 checks the shuffles with the MAC check (``Spdz3.shuffle``), which runs before the
-first comparison is opened and again before the flags are (``Scheme.open``); the comparisons
-themselves are AND circuits, checked before each opening; the index column is shuffled
-with the rest, so it carries MACs and vouchers like the key. Because those MAC checks are checks
-in parts, the joined rows' MACs are made again (``Scheme.refresh``) before anything else is
-computed on them (docs/active3.md, "Checking the MACs in parts would leak"). Whether a job
+Active settings. active4 checks every shuffle message, every block's, by its voucher
+(``Rep4._permute``). active3 checks the shuffles with the MAC check (``Spdz3._permute``),
+which runs before the first comparison is opened and again before the flags are
+(``Scheme.open``); the comparisons themselves are AND circuits, checked before each opening;
+the index column is shuffled with the key, so it carries MACs and vouchers like it. Because
+those MAC checks are checks in parts, the joined rows' MACs are made again
+(``Scheme.refresh``) before anything else is computed on them (docs/active3.md, "Checking
+the MACs in parts would leak"). The value blocks, shuffled after the flags are opened, open
+nothing: their shuffles' and refreshes' MAC records are folded after each block
+(``Scheme.checkpoint``) and tested at the job's next MAC check with all that follows; their
+errors are the cheater's own plus the inputs' (a shuffle is linear: nothing secret
+multiplies them), so that test too depends on errors, alpha and coins only. Conversions and
+the adjacency test run in row pieces with a checkpoint after each (AND checks in parts are
+safe, docs/active3.md, "Jobs in blocks"; MAC records are folded, not tested). Whether a job
 aborts depends only on the cheater's errors and the checks' coins.
 
-Memory. A level of the sort and the adjacency test run in pieces that fit ``memory_budget``
-beside the table (``_piece``), one after the other (more rounds, only where a level does not
-fit). The table (N x (3 + max c_o) words), the candidates (N x (sum c_o + 1)) and each
-shuffle's copies of them are still held whole: at 10^6 records per owner and 20 columns that
-is more than the default 2 GiB per server in every setting (docs/performance.md), and a
-shuffle in column blocks over tables kept on disk is what is left to do.
+Memory. A level of the sort, the bit decompositions and the adjacency test run in pieces
+that fit ``memory_budget`` beside the inputs and the key columns (``_piece``), one after the
+other (more rounds, only where a level does not fit). The value columns are moved as many at
+once as the budget leaves beside the inputs and the joined rows (``_columns_at_once``; all
+of them at 10^5 records per owner, one at a time at 10^6 under passive3), so no N-row table
+of them or of the candidates is ever held whole. What is held throughout: the inputs, the
+joined rows (m x sum c_o) and the public orders (docs/performance.md has the peaks). Under
+active3 (four times passive3's words) the inputs and joined rows of 10^6 records per owner
+and 20 columns alone are over 2 GiB; keeping them on disk is not done.
 """
 
 from __future__ import annotations
