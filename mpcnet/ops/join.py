@@ -67,10 +67,11 @@ safe, docs/active3.md, "Jobs in blocks"; MAC records are folded, not tested). Wh
 aborts depends only on the cheater's errors and the checks' coins.
 
 Memory. A level of the sort, the bit decompositions and the adjacency test run in pieces
-that fit ``memory_budget`` beside the inputs and the key columns (``_piece``), one after the
-other (more rounds, only where a level does not fit). The value columns are moved as many at
-once as the budget leaves beside the inputs and the joined rows (``_columns_at_once``; all
-of them at 10^5 records per owner, one at a time at 10^6 under passive3), so no N-row table
+that fit ``memory_budget`` beside a job's fixed part (``planner.FIXED_BYTES``), the inputs
+and the key columns (``_piece``), one after the other (more rounds, only where a level does
+not fit). The value columns are moved as many at once as the budget leaves beside the fixed
+part, the inputs and the joined rows (``_columns_at_once``; all or most of them at 10^5
+records per owner, one at a time at 10^6 under passive3), so no N-row table
 of them or of the candidates is ever held whole. What is held throughout: the inputs, the
 joined rows (m x sum c_o) and the public orders (docs/performance.md has the peaks). Under
 active3 (four times passive3's words) the inputs and joined rows of 10^6 records per owner
@@ -87,7 +88,7 @@ import numpy as np
 from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.ops.compare import greater_pairs, msb, unpacked_bits
 from mpcnet.ops.convert import a2b, b2a_masked, bit_to_arith
-from mpcnet.ops.planner import COSTS, PIECE_OVERHEAD
+from mpcnet.ops.planner import COSTS, FIXED_BYTES, PIECE_OVERHEAD
 from mpcnet.ops.quicksort import opened_quicksort
 from mpcnet.recordids import HI_BITS
 from mpcnet.schemes.base import Scheme, Shared, Shuffler, concat, same_layout, split
@@ -278,9 +279,9 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
     if total >= 1 << 32:
         raise InputError("a keyed dataset's contributions hold 2^32 rows or more: the sort's "
                          "secret tie-breaker, a row's index, takes 32 bits")
-    inputs = sum(x.data.nbytes for part in parts for x in part)
+    held = FIXED_BYTES + sum(x.data.nbytes for part in parts for x in part)  # and the inputs
     with s.engine.phase("alignment"):
-        piece = _piece(s, inputs + 2 * 3 * total * _word_bytes(parts[0][1]), memory_budget)
+        piece = _piece(s, held + 2 * 3 * total * _word_bytes(parts[0][1]), memory_budget)
         hi = await _below_2_57(s, concat([keys[:, 0] for keys, _ in parts]), piece)
         mixing = s.shuffler(total)
         table = await mixing.apply(_key_table(s, parts, hi))
@@ -302,13 +303,13 @@ async def inner_join(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
         place = np.empty(width, dtype=np.int64)
         place[np.arange(width) if columns is None else np.asarray(columns)] = np.arange(width)
         values = await _joined_values(s, parts, mixing, picking, order, kept, place,
-                                      inputs, memory_budget)
+                                      held, memory_budget)
     return Joined(values, int(kept.size))
 
 
 async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
                          mixing: Shuffler, picking: Shuffler, order: np.ndarray,
-                         kept: np.ndarray, place: np.ndarray, inputs: int,
+                         kept: np.ndarray, place: np.ndarray, held: int,
                          memory_budget: int) -> Shared:
     """Steps 4-5 for the value columns, a block of the table's columns at a time: shuffled
     as the key columns were (``mixing``), the candidates' columns gathered from them by the
@@ -316,7 +317,8 @@ async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
     flagged ones, m) kept, joined column q at ``place[q]``, with MACs of their own
     (``Scheme.refresh``); the block's check records are then freed (``Scheme.checkpoint``:
     active3 folds its MAC records, to be tested at the job's next check). Nothing is opened,
-    so whether a job aborts does not depend on the blocks."""
+    so whether a job aborts does not depend on the blocks. ``held``: the bytes held beside
+    them before the joined rows (the fixed part, the inputs)."""
     widths = [values.shape[1] for _, values in parts]
     offsets = np.cumsum([0, *widths])
     word = _word_bytes(parts[0][1])
@@ -326,7 +328,7 @@ async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
     if kept.size == 0:
         return Shared(out, s.lead)
     step = _columns_at_once(mixing.rows, len(parts), word,
-                            inputs + out.nbytes + 8 * order.size, memory_budget)
+                            held + out.nbytes + 8 * order.size, memory_budget)
     n = picking.rows
     for start in range(0, max(widths), step):
         columns = range(start, min(start + step, max(widths)))
