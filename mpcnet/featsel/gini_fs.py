@@ -95,7 +95,8 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
     """``gini_fs`` on a dataset keyed by record IDs: per contribution this party's shares of
     its ID hashes and of its columns (the label contribution's followed by its label matrix),
     input (authenticated: the alignment's shuffles carry the MACs) and aligned by
-    ``mpcnet.ops.join.inner_join``; also the number of aligned rows (public)."""
+    ``mpcnet.ops.join.inner_join``; also the number of aligned rows (public). ``parts`` is
+    emptied once input, so that a large job does not hold its shares twice."""
     from mpcnet.ops.join import inner_join
 
     widths = [data.shape[-1] for _, data in parts]
@@ -103,7 +104,8 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
     label_columns = np.arange(start, start + n_classes - 1)
     features = np.setdiff1d(np.arange(sum(widths)), label_columns)
     inputs = await s.input(*(a for part in parts for a in part))
-    joined = await inner_join(s, [(inputs[2 * o], inputs[2 * o + 1]) for o in range(len(parts))],
+    parts.clear()  # the caller's list: its arrays are the inputs, or copies they no longer need
+    joined = await inner_join(s, list(zip(inputs[::2], inputs[1::2], strict=True)),
                               memory_budget, [*features, *label_columns])
     del inputs  # the features and labels are views of the joined rows: nothing else is held
     if joined.rows == 0:
