@@ -75,7 +75,7 @@ records per owner, one at a time at 10^6 under passive3), so no N-row table
 of them or of the candidates is ever held whole. What is held throughout: the inputs, the
 joined rows (m x sum c_o) and the public orders (docs/performance.md has the peaks). Under
 active4 and active3 (1.5 and 4 times passive3's bytes per word) the inputs and joined rows of
-10^6 records per owner and 20 columns alone take about 2 and 5 GB; keeping them on disk is
+10^6 records per owner and 20 columns alone take about 2 and 5.5 GB; keeping them on disk is
 not done.
 """
 
