@@ -6,7 +6,8 @@ with a fresh deployment of server processes over TLS on 127.0.0.1 per setting; t
 selects k = 5. Reported per setting (medians over ``--repeat`` runs): the alignment phase's
 wall time, rounds and bytes sent per server (the job's ``alignment`` phase, from every
 server's job record), the whole selection job, and every server's peak resident memory over
-the job (VmHWM, reset before it; the alignment holds its table in memory). Writes
+the job (VmHWM, reset before it; the alignment moves its value columns in blocks that fit the
+memory budget, ``mpcnet.ops.join``). Writes
 ``bench/results/join.md`` and ``join.json``.
 
     python -m bench.join [--rows 100000] [--columns 20] [--security passive3 active4 active3]

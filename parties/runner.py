@@ -246,7 +246,8 @@ class JobRunner:
     async def _select_keyed(self, job: Job, engine: RoundEngine
                             ) -> tuple[Scheme, dict[str, Shared], dict[str, Any], Any]:
         """``_select`` on a dataset keyed by record IDs: its contributions aligned first
-        (``mpcnet.ops.join``), in memory; the result lists the aligned rows."""
+        (``mpcnet.ops.join``), in memory (``select_keyed`` empties ``parts`` once they are
+        input); the result lists the aligned rows."""
         from mpcnet.featsel.gini_fs import select_keyed
 
         manifest, parts = await asyncio.to_thread(self.storage.load_keyed, job.dataset)

@@ -379,6 +379,25 @@ def test_cheating_in_the_best_split_gini_is_detected(scheme: str, cheater: int) 
     assert ("MAC" in checks) if scheme == "active3" else ("joint-message hash" in checks)
 
 
+@pytest.mark.parametrize("cheater", range(3))
+def test_a_wrong_value_block_shuffle_after_the_flags_is_detected(cheater: int) -> None:
+    """active3: the value columns are shuffled after the flags are opened, and nothing of
+    them is opened in the alignment: a wrong word in the cheater's last shuffle messages (the
+    last block's candidates, shuffled with the flags' permutations) is caught by the MAC
+    check before anything computed from them is opened (here the join itself)."""
+    counts = _messages_of_each_kind("active3", lambda f: _run("active3", f, body=_alignment))
+    n = counts[(cheater, "shuffle")]
+    for position in (n - 1, n - 2):
+        for word in (0, 2):
+            fault = FaultInjector(cheater, "shuffle", after=position, delta=1 << 20, word=word)
+            ran = _run("active3", fault, body=_alignment)
+            honest = [o for i, o in enumerate(ran) if i != cheater]
+            assert fault.fired == 1
+            caught = [o for o in honest if isinstance(o, CheatingDetected)]
+            assert caught and {o.check for o in caught} == {"MAC"}, (position, word, honest)
+            assert not any(isinstance(o, np.ndarray) for o in honest)
+
+
 class _OtherPermutation(FaultInjector):
     """A cheater that permutes its part of a shuffle otherwise than its partner: it swaps two
     rows of the words it sends (active3: value and MAC alike, so each row stays a consistent

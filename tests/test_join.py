@@ -103,11 +103,25 @@ def test_three_owners_join_only_what_all_hold(scheme: str) -> None:
 def test_a_budget_too_small_for_a_level_sorts_and_tests_in_pieces(
         scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With no memory to spare, the sort's levels and the adjacency test run MIN_PIECE (here
-    7) at a time, one piece after the other: the same join."""
+    7) at a time, one piece after the other, the value columns one at a time: the same
+    join."""
     holds = [list(range(0, 20)), list(range(5, 25)), [*range(0, 10), *range(15, 30)]]
     parts, rows = _owners(holds, [2, 1, 3], seed=4)
     monkeypatch.setattr(join, "MIN_PIECE", 7)
     assert _joined(scheme, parts, memory_budget=0) == (rows, 10)
+
+
+def test_value_columns_in_blocks_of_two_and_in_a_given_order(
+        scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's value columns moved two at a time (blocks of every contribution's columns
+    and of the padding beyond a narrower one's), the joined columns in the order asked: the
+    same join, its columns so ordered."""
+    holds = [list(range(0, 20)), list(range(5, 25)), [*range(0, 10), *range(15, 30)]]
+    parts, rows = _owners(holds, [3, 1, 4], seed=5)
+    monkeypatch.setattr(join, "_columns_at_once", lambda *_: 2)
+    order = [7, 0, 4, 1, 6, 3, 2, 5]
+    got, m = _joined(scheme, parts, columns=order)
+    assert m == 10 and got == sorted(tuple(row[c] for c in order) for row in rows)
 
 
 def test_no_common_record_gives_no_rows() -> None:

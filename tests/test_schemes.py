@@ -7,6 +7,7 @@ import pytest
 from conftest import opened, run_protocol
 
 from mpcnet.schemes import registry
+from mpcnet.schemes.base import Scheme, Shared
 
 EDGE = np.array([0, 1, -1, 2**62, -(2**62), 2**63 - 1, -(2**63), 12345, -98765], dtype=np.int64)
 
@@ -57,7 +58,7 @@ def test_matmul(scheme: str) -> None:
     a = rng.integers(-(2**40), 2**40, (7, 5))
     b = rng.integers(-(2**40), 2**40, (5, 3))
 
-    async def body(s, a, b):  # type: ignore[no-untyped-def]
+    async def body(s: Scheme, a: Shared, b: Shared) -> tuple[np.ndarray, ...]:
         return await s.open(await s.matmul(a, b))
 
     result = opened(run_protocol(scheme, {"a": a, "b": b}, body))
@@ -126,3 +127,29 @@ def test_rows_gathered_by_an_index_array_are_those_of_the_advanced_index(lead: i
             np.testing.assert_array_equal(x[index].data, data[at + (index,)])
         mask = np.arange(7) % 2 == 0
         np.testing.assert_array_equal(x[mask].data, data[at + (mask,)])
+
+
+def test_a_shuffler_moves_every_block_of_a_table_by_the_same_permutation(scheme: str) -> None:
+    """Blocks of columns applied one after the other to one ``shuffler``, with other work
+    drawing on the same keys between them, keep their rows together (column 1 is always 3
+    times column 0, the other block 7 times it plus 1), in an order that is not the input's
+    nor another shuffle's; a block of other rows is refused."""
+    n = 40
+    index = np.arange(n)
+
+    async def body(s: Scheme, a: Shared, b: Shared) -> tuple[np.ndarray, ...]:
+        mixing = s.shuffler(n)
+        first = await mixing.apply(a)
+        other = await s.shuffle(b)  # another shuffle between the blocks
+        second = await mixing.apply(b)
+        with pytest.raises(ValueError, match="40 rows"):
+            await mixing.apply(a[:10])
+        return (await s.open(first), await s.open(second), await s.open(other))
+
+    first, second, other = opened(run_protocol(
+        scheme, {"a": np.stack([index, 3 * index], axis=1), "b": 7 * index + 1}, body))
+    moved = first[:, 0].astype(np.int64)
+    assert sorted(moved) == list(range(n)) and not np.array_equal(moved, index)
+    np.testing.assert_array_equal(first[:, 1], 3 * first[:, 0])
+    np.testing.assert_array_equal(second, 7 * first[:, 0] + 1)
+    assert not np.array_equal(other, second)  # the other shuffle's own permutation

@@ -95,21 +95,28 @@ async def select_keyed(s: Scheme, parts: list[tuple[np.ndarray, np.ndarray]],
     """``gini_fs`` on a dataset keyed by record IDs: per contribution this party's shares of
     its ID hashes and of its columns (the label contribution's followed by its label matrix),
     input (authenticated: the alignment's shuffles carry the MACs) and aligned by
-    ``mpcnet.ops.join.inner_join``; also the number of aligned rows (public)."""
+    ``mpcnet.ops.join.inner_join``; also the number of aligned rows (public). ``parts`` is
+    emptied once input, so that a large job does not hold its shares twice."""
     from mpcnet.ops.join import inner_join
 
-    inputs = await s.input(*(a for part in parts for a in part))
-    joined = await inner_join(s, [(inputs[2 * o], inputs[2 * o + 1])
-                                  for o in range(len(parts))], memory_budget)
-    if joined.rows == 0:
-        raise InputError("no record is held by every contribution of the dataset; nothing "
-                         "to select from")
     widths = [data.shape[-1] for _, data in parts]
     start = sum(widths[:label_part + 1]) - (n_classes - 1)
     label_columns = np.arange(start, start + n_classes - 1)
     features = np.setdiff1d(np.arange(sum(widths)), label_columns)
-    result = await gini_fs(s, joined.values[:, features], joined.values[:, label_columns],
-                           n_classes, k, exponents, memory_budget, score_name=score_name)
+    inputs = await s.input(*(a for part in parts for a in part))
+    parts.clear()  # the caller's list: its arrays are the inputs, or copies they no longer need
+    joined = await inner_join(s, list(zip(inputs[::2], inputs[1::2], strict=True)),
+                              memory_budget, [*features, *label_columns])
+    del inputs  # the features and labels are views of the joined rows: nothing else is held
+    if joined.rows == 0:
+        raise InputError("no record is held by every contribution of the dataset; nothing "
+                         "to select from")
+    p = features.size
+    data = joined.values[:, :p]
+    # the joined rows stay in memory through the scoring (a stored dataset's are read in
+    # blocks): what they take is not the scoring's
+    result = await gini_fs(s, data, joined.values[:, p:], n_classes, k, exponents,
+                           memory_budget - data.data.nbytes, score_name=score_name)
     return result, joined.rows
 
 

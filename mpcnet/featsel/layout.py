@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mpcnet.errors import InputError
-from mpcnet.ops.planner import COSTS
+from mpcnet.ops.planner import COSTS, FIXED_BYTES
 
 DEFAULT_MEMORY_BUDGET = 2 << 30
 """Bytes of memory a server may use for one job (2 GiB)."""
@@ -41,9 +41,6 @@ and the product's terms, counted four words (measured in process: at most 13, 23
 above the shares read under passive3, active4 and active3). A sign test's bytes per cell, which
 the product used before, is 10 to 40 times more: three to fifteen times as many row blocks,
 each a few rounds (an input check, the product's output check)."""
-
-FIXED_BYTES = 256 << 20
-"""The interpreter, the ranking of the scores and the rest of a job's small state."""
 
 CHECKED_CELLS = {"active3": 3 << 17}
 """Most cells scored in one block where every block ends with a check of its ANDs (active3's

@@ -53,6 +53,8 @@ COSTS = {
 }
 
 PIECE_OVERHEAD = 2
+FIXED_BYTES = 256 << 20
+"""The interpreter, the ranking of the scores and the rest of a job's small state."""
 _TEST_ROUNDS = 8  # compare.msb
 _CONVERT_ROUNDS = 2  # convert.bit_to_arith
 

@@ -137,6 +137,23 @@ async def all_rounds(rounds: Rounds | None) -> None:
         rounds = await rounds
 
 
+class Shuffler:
+    """One shuffle's permutations (``Scheme.shuffler``), applied to blocks of columns of the
+    same rows. Every block is masked afresh and checked as a whole shuffle is (active3: its
+    outputs queued for the MAC check; active4: every message vouched for), so blocks of one
+    table, shuffled one after the other, are the table shuffled once: the same permutations,
+    independent masks, one message per block and round."""
+
+    def __init__(self, scheme: Scheme, rows: int, perms: tuple[np.ndarray | None, ...]) -> None:
+        self._scheme, self.rows, self._perms = scheme, rows, perms
+
+    async def apply(self, x: Shared) -> Shared:
+        """The rows of x (``rows`` of them) in this shuffle's order."""
+        if x.shape[:1] != (self.rows,):
+            raise ValueError(f"this shuffle moves {self.rows} rows, not {x.shape[:1]}")
+        return await self._scheme._permute(x, self._perms)
+
+
 class Scheme(ABC):
     """What a protocol may do with shares. Local methods are plain, interactive ones async.
 
@@ -316,13 +333,30 @@ class Scheme(ABC):
         ``term_product``, then the sum."""
         return self.sum(await self.term_product(x, y), 0)
 
-    @abstractmethod
     async def shuffle(self, x: Shared) -> Shared:
         """The rows of x (its first logical axis) in an order that no single party knows: a
         composition of permutations, each drawn from a key that one party lacks (every party
         lacks one of them), with every component refreshed so that nothing links an input row
         to an output row. The active schemes check it as they check products
-        (``mpcnet.ops.join`` aligns record IDs with it)."""
+        (``mpcnet.ops.join`` aligns record IDs with it). One ``shuffler`` applied once."""
+        return await self.shuffler(x.shape[0]).apply(x)
+
+    def shuffler(self, rows: int) -> Shuffler:
+        """A shuffle of ``rows`` rows whose permutations are drawn now, once, to be applied
+        to column blocks of one table one after the other (``Shuffler.apply``): the rows stay
+        together across the blocks, and the peak is one block's copies, not the table's."""
+        return Shuffler(self, rows, self._permutations(rows))
+
+    @abstractmethod
+    def _permutations(self, rows: int) -> tuple[np.ndarray | None, ...]:
+        """This party's permutation of ``rows`` rows for every round of a shuffle (None in
+        a round it is left out of), drawn from the keys it shares with that round's other
+        permuting parties: every holder of a key draws from it at the same point."""
+
+    @abstractmethod
+    async def _permute(self, x: Shared, perms: tuple[np.ndarray | None, ...]) -> Shared:
+        """The shuffle's rounds on x by the permutations ``perms`` (``_permutations``), with
+        fresh masks: a block of a table moved as the whole table would be."""
 
     async def refresh(self, x: Shared) -> Shared:
         """x with check data of its own (active3: its MACs made again from its value, so no

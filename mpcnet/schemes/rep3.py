@@ -19,7 +19,7 @@ from mpcnet.ring import to_ring
 from mpcnet.schemes.base import Public, Scheme, Shared
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.keys import pairwise_prfs
-from mpcnet.schemes.replicated import combine, random_words
+from mpcnet.schemes.replicated import combine, permutation, random_words
 
 U64 = np.uint64
 _LOW63 = U64((1 << 63) - 1)
@@ -60,12 +60,6 @@ def _bit_words(bits: np.ndarray) -> np.ndarray:
 
 def _word_bits(words: np.ndarray, count: int) -> np.ndarray:
     return _unpacked_bits(np.ascontiguousarray(words, dtype=U64).view(np.uint8), count)
-
-
-def _permutation(prf: PRF, rows: int) -> np.ndarray:
-    """A uniformly random permutation of ``rows`` rows drawn from a keyed stream: the order
-    that sorts fresh random words (ties have probability about rows^2 / 2^65)."""
-    return np.argsort(prf.words(rows), kind="stable")
 
 
 class Rep3(Scheme):
@@ -406,7 +400,12 @@ class Rep3(Scheme):
         """A shuffle's output, as the scheme keeps it (an active subclass queues its check)."""
         return x
 
-    async def shuffle(self, x: Shared) -> Shared:
+    def _permutations(self, rows: int) -> tuple[np.ndarray | None, ...]:
+        """Round e's permutation from the key of parties e+1 and e+2 (``_permute``)."""
+        return tuple(None if self.party == e else permutation(
+            self._next if self.party == (e + 1) % 3 else self._prev, rows) for e in range(3))
+
+    async def _permute(self, x: Shared, perms: tuple[np.ndarray | None, ...]) -> Shared:
         """Three resharing rounds, one per party e that is left out: parties e+1 and e+2
         permute their components by a permutation drawn from their common key, and
         component e+2 (the one party e lacks) is made again from the permuted sum, the
@@ -419,26 +418,25 @@ class Rep3(Scheme):
         if x.binary:
             raise TypeError("shuffle takes arithmetic sharings")
         first, second = self._pair_of(np.ascontiguousarray(x.data))
-        for excluded in range(3):
-            first, second = await self._shuffle_round(first, second, excluded, excluded == 2)
+        for excluded, perm in enumerate(perms):
+            first, second = await self._shuffle_round(first, second, excluded, perm,
+                                                      excluded == 2)
         return self._shuffled(Shared(self._paired(first, second), self.lead))
 
     async def _shuffle_round(self, first: np.ndarray, second: np.ndarray, excluded: int,
-                             last: bool) -> tuple[np.ndarray, np.ndarray]:
-        """One round of ``shuffle``: party e (``excluded``) holds (c_e, c_{e+1}) and takes
+                             perm: np.ndarray | None, last: bool
+                             ) -> tuple[np.ndarray, np.ndarray]:
+        """One round of ``_permute``: party e (``excluded``) holds (c_e, c_{e+1}) and takes
         both fresh from its keys; e+1 holds (c_{e+1}, c_{e+2}), e+2 holds (c_{e+2}, c_e);
-        they permute, take c_{e+1} respectively c_e fresh from the key with e, and e+1 sends
-        e+2 its other component less that word (e+2 sends e+1 its own only in the ``last``
-        round): c_{e+2} becomes the permuted sum less the two fresh ones. What a party
-        receives is masked by a key word it lacks."""
+        they permute by ``perm``, take c_{e+1} respectively c_e fresh from the key with e,
+        and e+1 sends e+2 its other component less that word (e+2 sends e+1 its own only in
+        the ``last`` round): c_{e+2} becomes the permuted sum less the two fresh ones. What a
+        party receives is masked by a key word it lacks."""
         shape = first.shape
-        if self.party == excluded:
+        if perm is None:
             await self.engine.exchange({}, [])
             return self._prev.words(shape), self._next.words(shape)
-        rows = shape[self._row_axis]
         leading = self.party == (excluded + 1) % 3
-        # the permutation's key is the one the two permuting parties share
-        perm = _permutation(self._next if leading else self._prev, rows)
         first, second = (np.take(c, perm, axis=self._row_axis) for c in (first, second))
         fresh = (self._prev if leading else self._next).words(shape)
         kept, sent = (second, first) if leading else (first, second)

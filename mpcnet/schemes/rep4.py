@@ -72,6 +72,7 @@ from mpcnet.schemes.replicated import (
     checked_words,
     combine,
     digest_words,
+    permutation,
     random_words,
 )
 
@@ -572,7 +573,12 @@ class Rep4(Scheme):
         return Shared(self._random_words(shape), 1, True)
 
     # -- shuffle ---------------------------------------------------------------------------
-    async def shuffle(self, x: Shared) -> Shared:
+    def _permutations(self, rows: int) -> tuple[np.ndarray | None, ...]:
+        """Round e's permutation from K_e, which every party but e holds (``_permute``)."""
+        return tuple(None if self.party == e else permutation(self._prf[e], rows)
+                     for e in range(4))
+
+    async def _permute(self, x: Shared, perms: tuple[np.ndarray | None, ...]) -> Shared:
         """Four rounds, one per party e left out. The other three hold every component and
         permute them by a permutation of K_e (which e lacks); component e, which all three
         hold, stays as permuted; each other component j is made again: K_j's next words for
@@ -588,17 +594,17 @@ class Rep4(Scheme):
         if x.binary:
             raise TypeError("shuffle takes arithmetic sharings")
         data = np.ascontiguousarray(x.data)
-        for excluded in range(4):
-            data = await self._shuffle_round(data, excluded)
+        for excluded, perm in enumerate(perms):
+            data = await self._shuffle_round(data, excluded, perm)
         return Shared(data, 1)
 
-    async def _shuffle_round(self, data: np.ndarray, excluded: int) -> np.ndarray:
+    async def _shuffle_round(self, data: np.ndarray, excluded: int, perm: np.ndarray | None
+                             ) -> np.ndarray:
         me = self.party
         size = data[0].size
         diag = np.zeros((3, size), dtype=U64)
         cross = {}
-        if me != excluded:
-            perm = np.argsort(self._prf[excluded].words(data.shape[1]), kind="stable")
+        if perm is not None:
             moved = np.take(data, perm, axis=1).reshape(3, size)
             diag[self._slot(excluded)] = moved[self._slot(excluded)]
             for j in held(me):

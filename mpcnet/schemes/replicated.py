@@ -17,6 +17,7 @@ import blake3
 import numpy as np
 
 from mpcnet.errors import CheatingDetected
+from mpcnet.prf import PRF
 
 U64 = np.uint64
 DIGEST_WORDS = 4  # a 256-bit digest as uint64 words
@@ -84,3 +85,11 @@ def combine(shares: dict[int, np.ndarray], held: Callable[[int], Sequence[int]],
                          f"{sorted(shares)} of {n_components}")
     parts = [comps[c] for c in range(n_components)]
     return reduce(np.bitwise_xor, parts) if binary else reduce(np.add, parts)
+
+
+def permutation(prf: PRF, rows: int) -> np.ndarray:
+    """A uniformly random permutation of ``rows`` rows drawn from a keyed stream (a shuffle's,
+    ``Scheme.shuffler``): the order that sorts fresh random words (ties have probability
+    about rows^2 / 2^65), in 32-bit indices where they fit (a shuffler keeps its rounds')."""
+    perm = np.argsort(prf.words(rows), kind="stable")
+    return perm.astype(np.uint32) if rows <= 1 << 32 else perm

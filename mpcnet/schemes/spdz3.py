@@ -260,8 +260,8 @@ class Spdz3(Rep3Wide):
     def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return ring128.sub(a, b)
 
-    async def shuffle(self, x: Shared) -> Shared:
-        """``Rep3.shuffle`` on the value and its MAC together (one permutation, masks uniform
+    async def _permute(self, x: Shared, perms: tuple[np.ndarray | None, ...]) -> Shared:
+        """``Rep3._permute`` on the value and its MAC together (one permutation, masks uniform
         in Z_2^128). A cheater can only add errors to the words it sends, or permute its own
         components otherwise than its partner, which is the same: an error of its choice
         on values and MACs, a function of its own view. Every output is queued for the MAC
@@ -269,7 +269,7 @@ class Spdz3(Rep3Wide):
         after the shuffle's words are fixed, and passes with probability about 2^-57 unless
         the error is zero in the low 64 bits; the argument of ``mac_check`` applies
         unchanged. A value-only sharing has no MAC to carry the check, so it is refused."""
-        return await super().shuffle(_require_mac(x))
+        return await super()._permute(_require_mac(x), perms)
 
     def _shuffled(self, x: Shared) -> Shared:
         self._macs.queue(x.data)
