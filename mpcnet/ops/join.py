@@ -60,12 +60,14 @@ those MAC checks are checks in parts, the joined rows' MACs are made again
 (``Scheme.refresh``) before anything else is computed on them (docs/active3.md, "Checking
 the MACs in parts would leak"). The value blocks, shuffled after the flags are opened, open
 nothing: their shuffles' and refreshes' MAC records are folded after each block
-(``Scheme.checkpoint``) and tested at the job's next MAC check with all that follows; their
-errors are the cheater's own plus the inputs' (a shuffle is linear: nothing secret
-multiplies them), so that test too depends on errors, alpha and coins only. Conversions and
-the adjacency test run in row pieces with a checkpoint after each (AND checks in parts are
-safe, docs/active3.md, "Jobs in blocks"; MAC records are folded, not tested). Whether a job
-aborts depends only on the cheater's errors and the checks' coins.
+(``Scheme.checkpoint``) and tested by a full check after the last block (``Scheme.verify``),
+before the scoring opens anything computed from them (refreshed MACs would make a surviving
+value error valid); their errors are the cheater's own plus the inputs' (a shuffle is
+linear: nothing secret multiplies them), so that test too depends on errors, alpha and
+coins only. Conversions and the adjacency test run in row pieces with a checkpoint after
+each (AND checks in parts are safe, docs/active3.md, "Jobs in blocks"; MAC records are
+folded, not tested). Whether a job aborts depends only on the cheater's errors and the
+checks' coins.
 
 Memory. A level of the sort, the bit decompositions and the adjacency test run in pieces
 that fit ``memory_budget`` beside a job's fixed part (``planner.FIXED_BYTES``), the inputs
@@ -318,8 +320,12 @@ async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
     public order, shuffled as the flags were (``picking``), and only the ``kept`` rows (the
     flagged ones, m) kept, joined column q at ``place[q]``, with MACs of their own
     (``Scheme.refresh``); the block's check records are then freed (``Scheme.checkpoint``:
-    active3 folds its MAC records, to be tested at the job's next check). Nothing is opened,
-    so whether a job aborts does not depend on the blocks. ``held``: the bytes held beside
+    active3 folds its MAC records), and after the last block a full check (``Scheme.verify``)
+    tests them all. The refreshed MACs would make a value error added in a block's shuffle
+    valid, so the test must come before any opening of a value computed from the joined rows
+    (the best-split Gini's range check, the one-hot check of the labels; the adversarial
+    review's attacks in tests/test_join_cheating.py). Nothing is opened before it, so whether a job
+    aborts does not depend on the blocks. ``held``: the bytes held beside
     them before the joined rows (the fixed part, the inputs)."""
     widths = [values.shape[1] for _, values in parts]
     offsets = np.cumsum([0, *widths])
@@ -347,4 +353,5 @@ async def _joined_values(s: Scheme, parts: Sequence[tuple[Shared, Shared]],
         out[at + (slice(None), place[[int(offsets[j]) + c for j, c in places]])] = fresh.data
         del fresh
         await s.checkpoint()
+    await s.verify()  # the blocks' records, before anything computed from them is opened
     return Shared(out, s.lead)
