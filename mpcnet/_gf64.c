@@ -107,35 +107,6 @@ static inline void transpose_bytes(uint64_t *w) {
 #undef TARGET
 #endif
 
-static PyMethodDef methods_loop[] = {
-    {"smul", py_smul_loop, METH_VARARGS, "a b for two scalars"},
-    {"mul", py_mul_loop, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
-    {"dot", py_dot_loop, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
-    {"weigh", py_weigh_loop, METH_VARARGS, "the sum of eps[k] M(words[k])"},
-    {"cross", py_cross_loop, METH_VARARGS, "the prover's cross sums of the first compression"},
-    {"combine", py_combine_loop, METH_VARARGS, "sum_l c_l rows[l]"},
-    {"level", py_level_loop, METH_VARARGS, "the prover's polynomial of one level"},
-    {"fold2", py_fold2_loop, METH_VARARGS, "the first field level folded at two coins, from bits"},
-    {"bits_level", py_bits_level_loop, METH_VARARGS, "the cross sums of the bits' first level"},
-    {NULL, NULL, 0, NULL},
-};
-
-#if defined(__x86_64__)
-static PyMethodDef methods_hw[] = {
-    {"smul", py_smul_hw, METH_VARARGS, "a b for two scalars"},
-    {"mul", py_mul_hw, METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
-    {"dot", py_dot_hw, METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
-    {"weigh", py_weigh_hw, METH_VARARGS, "the sum of eps[k] M(words[k])"},
-    {"cross", py_cross_hw, METH_VARARGS, "the prover's cross sums of the first compression"},
-    {"combine", py_combine_hw, METH_VARARGS, "sum_l c_l rows[l]"},
-    {"level", py_level_hw, METH_VARARGS, "the prover's polynomial of one level"},
-    {"fold2", py_fold2_hw, METH_VARARGS, "the first field level folded at two coins, from bits"},
-    {"bits_level", py_bits_level_hw, METH_VARARGS, "the cross sums of the bits' first level"},
-    {NULL, NULL, 0, NULL},
-};
-#endif
-
-
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gf64", NULL, -1, methods_loop,
                                     NULL, NULL, NULL, NULL};
 static struct PyModuleDef portable = {PyModuleDef_HEAD_INIT, "_gf64.portable", NULL, -1,

@@ -359,3 +359,17 @@ TARGET static PyObject *KERNEL(py_level)(PyObject *self, PyObject *args) {
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
+
+/* the set's method table: KERNEL(methods) */
+static PyMethodDef KERNEL(methods)[] = {
+    {"smul", KERNEL(py_smul), METH_VARARGS, "a b for two scalars"},
+    {"mul", KERNEL(py_mul), METH_VARARGS, "out[i] = a[i] b[i] in GF(2^64)"},
+    {"dot", KERNEL(py_dot), METH_VARARGS, "the sum of a[i] b[i] in GF(2^64)"},
+    {"weigh", KERNEL(py_weigh), METH_VARARGS, "the sum of eps[k] M(words[k])"},
+    {"cross", KERNEL(py_cross), METH_VARARGS, "the prover's cross sums of the first compression"},
+    {"combine", KERNEL(py_combine), METH_VARARGS, "sum_l c_l rows[l]"},
+    {"level", KERNEL(py_level), METH_VARARGS, "the prover's polynomial of one level"},
+    {"fold2", KERNEL(py_fold2), METH_VARARGS, "the first field level folded at two coins, from bits"},
+    {"bits_level", KERNEL(py_bits_level), METH_VARARGS, "the cross sums of the bits' first level"},
+    {NULL, NULL, 0, NULL},
+};
