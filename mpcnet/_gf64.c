@@ -60,6 +60,21 @@ static int get(PyObject *obj, Py_buffer *view, int writable) {
     return 0;
 }
 
+static void release_all(Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
+}
+
+/* the uint64 buffers of obj[0..n-1], those from ``first_out`` on writable; none is held if
+ * one fails */
+static int get_all(PyObject *const *obj, Py_buffer *views, int n, int first_out) {
+    for (int i = 0; i < n; i++)
+        if (get(obj[i], &views[i], i >= first_out) < 0) {
+            release_all(views, i);
+            return -1;
+        }
+    return 0;
+}
+
 #define WORDS(view) ((Py_ssize_t)((view).len / 8))
 #define DATA(view) ((uint64_t *)(view).buf)
 

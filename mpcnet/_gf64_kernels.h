@@ -7,12 +7,11 @@
 /* mul(a, b, out): out[i] = a[i] b[i]; a or b may hold one element (broadcast) */
 TARGET static PyObject *KERNEL(py_mul)(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *oa, *ob, *oo;
-    if (!PyArg_ParseTuple(args, "OOO", &oa, &ob, &oo)) return NULL;
-    Py_buffer a, b, o;
-    if (get(oa, &a, 0) < 0) return NULL;
-    if (get(ob, &b, 0) < 0) { PyBuffer_Release(&a); return NULL; }
-    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&a); PyBuffer_Release(&b); return NULL; }
+    PyObject *obj[3];
+    if (!PyArg_ParseTuple(args, "OOO", &obj[0], &obj[1], &obj[2])) return NULL;
+    Py_buffer v[3];
+    if (get_all(obj, v, 3, 2) < 0) return NULL;
+    Py_buffer a = v[0], b = v[1], o = v[2];
     Py_ssize_t n = WORDS(o), sa = WORDS(a) == 1 ? 0 : 1, sb = WORDS(b) == 1 ? 0 : 1;
     if ((sa && WORDS(a) != n) || (sb && WORDS(b) != n)) {
         PyErr_SetString(PyExc_ValueError, "gf64.mul: lengths differ");
@@ -23,7 +22,7 @@ TARGET static PyObject *KERNEL(py_mul)(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < n; i++) po[i] = reduce(CLMUL(pa[i * sa], pb[i * sb]));
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&a); PyBuffer_Release(&b); PyBuffer_Release(&o);
+    release_all(v, 3);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
@@ -39,11 +38,11 @@ TARGET static PyObject *KERNEL(py_smul)(PyObject *self, PyObject *args) {
 /* dot(a, b): the sum of a[i] b[i] */
 TARGET static PyObject *KERNEL(py_dot)(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *oa, *ob;
-    if (!PyArg_ParseTuple(args, "OO", &oa, &ob)) return NULL;
-    Py_buffer a, b;
-    if (get(oa, &a, 0) < 0) return NULL;
-    if (get(ob, &b, 0) < 0) { PyBuffer_Release(&a); return NULL; }
+    PyObject *obj[2];
+    if (!PyArg_ParseTuple(args, "OO", &obj[0], &obj[1])) return NULL;
+    Py_buffer v[2];
+    if (get_all(obj, v, 2, 2) < 0) return NULL;
+    Py_buffer a = v[0], b = v[1];
     uint64_t r = 0;
     if (WORDS(a) != WORDS(b)) {
         PyErr_SetString(PyExc_ValueError, "gf64.dot: lengths differ");
@@ -56,7 +55,7 @@ TARGET static PyObject *KERNEL(py_dot)(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
         r = reduce(acc);
     }
-    PyBuffer_Release(&a); PyBuffer_Release(&b);
+    release_all(v, 2);
     if (PyErr_Occurred()) return NULL;
     return PyLong_FromUnsignedLongLong(r);
 }
@@ -64,12 +63,11 @@ TARGET static PyObject *KERNEL(py_dot)(PyObject *self, PyObject *args) {
 /* weigh(words, eps, tables): the sum over k of eps[k] M(words[k]); tables (8, 256) */
 TARGET static PyObject *KERNEL(py_weigh)(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ow, *oe, *ot;
-    if (!PyArg_ParseTuple(args, "OOO", &ow, &oe, &ot)) return NULL;
-    Py_buffer w, e, t;
-    if (get(ow, &w, 0) < 0) return NULL;
-    if (get(oe, &e, 0) < 0) { PyBuffer_Release(&w); return NULL; }
-    if (get(ot, &t, 0) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&e); return NULL; }
+    PyObject *obj[3];
+    if (!PyArg_ParseTuple(args, "OOO", &obj[0], &obj[1], &obj[2])) return NULL;
+    Py_buffer v[3];
+    if (get_all(obj, v, 3, 3) < 0) return NULL;
+    Py_buffer w = v[0], e = v[1], t = v[2];
     uint64_t r = 0;
     if (WORDS(w) != WORDS(e) || WORDS(t) != 8 * 256) {
         PyErr_SetString(PyExc_ValueError, "gf64.weigh: shapes");
@@ -82,7 +80,7 @@ TARGET static PyObject *KERNEL(py_weigh)(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
         r = reduce(acc);
     }
-    PyBuffer_Release(&w); PyBuffer_Release(&e); PyBuffer_Release(&t);
+    release_all(v, 3);
     if (PyErr_Occurred()) return NULL;
     return PyLong_FromUnsignedLongLong(r);
 }
@@ -92,28 +90,22 @@ TARGET static PyObject *KERNEL(py_weigh)(PyObject *self, PyObject *args) {
  * AND and XOR on the words: the prover's sums of the first compression */
 TARGET static PyObject *KERNEL(py_cross)(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *obj[7], *oo;
+    PyObject *obj[7];
     Py_ssize_t groups;
     if (!PyArg_ParseTuple(args, "OOOOnOOO", &obj[0], &obj[1], &obj[2], &obj[3], &groups,
-                          &obj[4], &obj[5], &oo))
+                          &obj[4], &obj[5], &obj[6]))
         return NULL;
-    Py_buffer v[7], o;
-    int got = 0;
-    for (; got < 6; got++)
-        if (get(obj[got], &v[got], 0) < 0) break;
-    if (got < 6 || get(oo, &o, 1) < 0) {
-        for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
-        return NULL;
-    }
+    Py_buffer v[7];
+    if (get_all(obj, v, 7, 6) < 0) return NULL;
     Py_ssize_t n = WORDS(v[4]);
-    int ok = groups > 0 && WORDS(o) == groups * groups && WORDS(v[5]) == 8 * 256;
+    int ok = groups > 0 && WORDS(v[6]) == groups * groups && WORDS(v[5]) == 8 * 256;
     for (int i = 0; i < 4; i++) ok = ok && WORDS(v[i]) == groups * n;
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "gf64.cross: shapes");
     } else {
         const uint64_t *p0 = DATA(v[0]), *p1 = DATA(v[1]), *q0 = DATA(v[2]), *q1 = DATA(v[3]);
         const uint64_t *pe = DATA(v[4]), *pt = DATA(v[5]);
-        uint64_t *po = DATA(o);
+        uint64_t *po = DATA(v[6]);
         Py_ssize_t g2 = groups * groups;
         u128 *acc = (u128 *)PyMem_RawCalloc((size_t)g2, sizeof(u128));
         if (acc == NULL) {
@@ -135,8 +127,7 @@ TARGET static PyObject *KERNEL(py_cross)(PyObject *self, PyObject *args) {
             PyMem_RawFree(acc);
         }
     }
-    for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
-    PyBuffer_Release(&o);
+    release_all(v, 7);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
@@ -157,16 +148,11 @@ TARGET static void KERNEL(pair_tables)(const uint64_t *lam, Py_ssize_t groups, c
  * from the bits (each word's bytes transposed, one table lookup per byte) */
 TARGET static PyObject *KERNEL(py_fold2)(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ow, *ol, *om, *oo;
-    if (!PyArg_ParseTuple(args, "OOOO", &ow, &ol, &om, &oo)) return NULL;
-    Py_buffer w, l, m, o;
-    if (get(ow, &w, 0) < 0) return NULL;
-    if (get(ol, &l, 0) < 0) { PyBuffer_Release(&w); return NULL; }
-    if (get(om, &m, 0) < 0) { PyBuffer_Release(&w); PyBuffer_Release(&l); return NULL; }
-    if (get(oo, &o, 1) < 0) {
-        PyBuffer_Release(&w); PyBuffer_Release(&l); PyBuffer_Release(&m);
-        return NULL;
-    }
+    PyObject *obj[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &obj[0], &obj[1], &obj[2], &obj[3])) return NULL;
+    Py_buffer v[4];
+    if (get_all(obj, v, 4, 3) < 0) return NULL;
+    Py_buffer w = v[0], l = v[1], m = v[2], o = v[3];
     Py_ssize_t groups = WORDS(l), n = WORDS(o) / 8;
     uint64_t *tables = NULL;
     if (groups <= 0 || WORDS(m) != 8 || WORDS(o) != 8 * n || WORDS(w) != groups * n) {
@@ -190,7 +176,7 @@ TARGET static PyObject *KERNEL(py_fold2)(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
         PyMem_RawFree(tables);
     }
-    PyBuffer_Release(&w); PyBuffer_Release(&l); PyBuffer_Release(&m); PyBuffer_Release(&o);
+    release_all(v, 4);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
@@ -207,12 +193,7 @@ TARGET static PyObject *KERNEL(py_bits_level)(PyObject *self, PyObject *args) {
                           &obj[5], &obj[6], &obj[7]))
         return NULL;
     Py_buffer v[8];
-    for (int i = 0; i < 8; i++) {
-        if (get(obj[i], &v[i], i == 7) < 0) {
-            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
-            return NULL;
-        }
-    }
+    if (get_all(obj, v, 8, 7) < 0) return NULL;
     Py_ssize_t groups = WORDS(v[4]), n = WORDS(v[6]);
     int ok = groups > 0 && WORDS(v[5]) == 8 && WORDS(v[7]) == 64;
     for (int i = 0; i < 4; i++) ok = ok && WORDS(v[i]) == groups * n;
@@ -271,7 +252,7 @@ TARGET static PyObject *KERNEL(py_bits_level)(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
         PyMem_RawFree(tables);
     }
-    for (int i = 0; i < 8; i++) PyBuffer_Release(&v[i]);
+    release_all(v, 8);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
@@ -279,12 +260,11 @@ TARGET static PyObject *KERNEL(py_bits_level)(PyObject *self, PyObject *args) {
 /* combine(coefficients, rows, out): rows (L, n), out (n): out[i] = sum_l c_l rows[l][i] */
 TARGET static PyObject *KERNEL(py_combine)(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *oc, *orows, *oo;
-    if (!PyArg_ParseTuple(args, "OOO", &oc, &orows, &oo)) return NULL;
-    Py_buffer c, r, o;
-    if (get(oc, &c, 0) < 0) return NULL;
-    if (get(orows, &r, 0) < 0) { PyBuffer_Release(&c); return NULL; }
-    if (get(oo, &o, 1) < 0) { PyBuffer_Release(&c); PyBuffer_Release(&r); return NULL; }
+    PyObject *obj[3];
+    if (!PyArg_ParseTuple(args, "OOO", &obj[0], &obj[1], &obj[2])) return NULL;
+    Py_buffer v[3];
+    if (get_all(obj, v, 3, 2) < 0) return NULL;
+    Py_buffer c = v[0], r = v[1], o = v[2];
     Py_ssize_t groups = WORDS(c), n = WORDS(o);
     if (groups <= 0 || WORDS(r) != groups * n) {
         PyErr_SetString(PyExc_ValueError, "gf64.combine: shapes");
@@ -299,7 +279,7 @@ TARGET static PyObject *KERNEL(py_combine)(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&c); PyBuffer_Release(&r); PyBuffer_Release(&o);
+    release_all(v, 3);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
@@ -313,12 +293,7 @@ TARGET static PyObject *KERNEL(py_level)(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4]))
         return NULL;
     Py_buffer v[5];
-    for (int i = 0; i < 5; i++) {
-        if (get(obj[i], &v[i], i == 4) < 0) {
-            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
-            return NULL;
-        }
-    }
+    if (get_all(obj, v, 5, 4) < 0) return NULL;
     Py_ssize_t n = WORDS(v[2]), out_len = WORDS(v[4]);
     Py_ssize_t groups = n > 0 ? WORDS(v[0]) / n : 0, extra = out_len - groups;
     if (n <= 0 || groups <= 0 || groups > MAX_GROUPS || extra < 0 ||
@@ -355,7 +330,7 @@ TARGET static PyObject *KERNEL(py_level)(PyObject *self, PyObject *args) {
             PyMem_RawFree(acc);
         }
     }
-    for (int i = 0; i < 5; i++) PyBuffer_Release(&v[i]);
+    release_all(v, 5);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
