@@ -38,12 +38,12 @@ THRESHOLD = 50
 
 
 class _AddToShuffle(FaultInjector):
-    """Party 0 adds ``delta`` to the value (low limb) of every word of its ``nth`` shuffle
-    message, in place (its own copy agrees), and records the range signs it sees opened."""
+    """Party 0 adds ``delta`` at ``where`` of its ``nth`` shuffle message, in place (its own
+    copy agrees), and records the shapes of its shuffle messages."""
 
-    def __init__(self, nth: int, delta: int) -> None:
+    def __init__(self, nth: int, delta: int, where: tuple[Any, ...] = (0, 0)) -> None:
         super().__init__(0, "shuffle", delta=delta)
-        self.nth, self.count = nth, -1
+        self.nth, self.where, self.count = nth, where, -1
         self.shapes: list[tuple[int, ...]] = []
 
     def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
@@ -51,7 +51,7 @@ class _AddToShuffle(FaultInjector):
             self.count += 1
             self.shapes.append(payload.shape)
             if self.count == self.nth:
-                payload[0, 0] += np.uint64(self.delta % (1 << 64))
+                payload[self.where] += np.uint64(self.delta % (1 << 64))
         return payload
 
 
@@ -118,22 +118,9 @@ def test_an_error_in_a_value_blocks_shuffle_is_caught_before_anything_from_it_is
             f"{name}: a wrong value block shuffle reached an opening unchecked: {seen}")
 
 
-class _AddToLabels(FaultInjector):
-    """Party 0 adds ``delta`` to the label column (the last) of its shuffle message number
-    ``nth``, in place."""
-
-    def __init__(self, nth: int, delta: int) -> None:
-        super().__init__(0, "shuffle", delta=delta)
-        self.nth, self.count = nth, -1
-        self.shapes: list[tuple[int, ...]] = []
-
-    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        if party == self.party and kind == "shuffle":
-            self.count += 1
-            self.shapes.append(payload.shape)
-            if self.count == self.nth:
-                payload[0, 0, :, -1] += np.uint64(self.delta % (1 << 64))
-        return payload
+_LABELS = (0, 0, slice(None), -1)
+"""Where a shuffle message holds the label column (the last) of every row's value words
+(column 0, the first: owner 0's first feature)."""
 
 
 def _keyed_job(labels: np.ndarray, fault: FaultInjector | None,
@@ -173,7 +160,7 @@ def _keyed_job(labels: np.ndarray, fault: FaultInjector | None,
 
 def test_a_cheater_does_not_read_the_labels_from_the_one_hot_check(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = _AddToLabels(-1, 0)
+    spy = _AddToShuffle(-1, 0, _LABELS)
     results, _ = _keyed_job(np.zeros(ROWS, np.int64), spy, monkeypatch)
     assert all(r == ROWS for r in results), results
     nth = [i for i, shape in enumerate(spy.shapes) if shape[-1] == 4][0]  # the value block's
@@ -183,7 +170,7 @@ def test_a_cheater_does_not_read_the_labels_from_the_one_hot_check(
     many[:2] = 0
     views = []
     for labels in (few, many):
-        results, seen = _keyed_job(labels, _AddToLabels(nth, 1 << 40), monkeypatch)
+        results, seen = _keyed_job(labels, _AddToShuffle(nth, 1 << 40, _LABELS), monkeypatch)
         assert any(isinstance(r, CheatingDetected) for r in results), results
         views.append(np.sort(seen[0].reshape(-1)) if seen else np.zeros(0, U64))
     # what the cheater sees opened (nothing, if the job stops first) must not depend on the
@@ -235,22 +222,6 @@ def test_two_blocks_of_one_shuffle_are_masked_apart(scheme_name: str) -> None:
         assert np.mean(a == b) < 0.01
 
 
-class _AddToFeature(FaultInjector):
-    """Party 0 adds ``delta`` to the first column (owner 0's first feature) of its shuffle
-    message number ``nth``, in place."""
-
-    def __init__(self, nth: int, delta: int) -> None:
-        super().__init__(0, "shuffle", delta=delta)
-        self.nth, self.count = nth, -1
-
-    def apply(self, party: int, kind: str, peer: int, payload: np.ndarray) -> np.ndarray:
-        if party == self.party and kind == "shuffle":
-            self.count += 1
-            if self.count == self.nth:
-                payload[0, 0, :, 0] += np.uint64(self.delta % (1 << 64))
-        return payload
-
-
 def test_the_best_split_gini_job_does_not_abort_on_whether_a_secret_passes_a_threshold(
         ) -> None:
     """The first finding through ``select_keyed`` with ``--score gini`` (the value block is
@@ -263,7 +234,7 @@ def test_the_best_split_gini_job_does_not_abort_on_whether_a_secret_passes_a_thr
         owner1 = np.stack([np.arange(ROWS) * 3, np.arange(ROWS) % 2], 1).astype(np.uint64)
         shares = [[info.share(a) for a in part]
                   for part in [(hashed(ids, KEY), owner0), (hashed(ids, KEY), owner1)]]
-        fault = _AddToFeature(3, (1 << (62 - SHIFT)) - THRESHOLD)
+        fault = _AddToShuffle(3, (1 << (62 - SHIFT)) - THRESHOLD, (0, 0, slice(None), 0))
 
         async def party(engine: RoundEngine) -> Any:
             from mpcnet.featsel.gini_fs import select_keyed
