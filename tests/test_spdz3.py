@@ -23,7 +23,7 @@ from mpcnet.net.loopback import loopback_mesh
 from mpcnet.ops.compare import msb
 from mpcnet.prf import PRF
 from mpcnet.schemes import rep3
-from mpcnet.schemes.base import Shared, all_rounds, concat
+from mpcnet.schemes.base import Rounds, Shared, all_rounds, concat
 from mpcnet.schemes.faults import FaultInjector
 from mpcnet.schemes.replicated import RunningHash, digest_words
 from mpcnet.schemes.spdz3 import SIGMA, Spdz3, check_plan
@@ -766,3 +766,55 @@ def test_open_of_checks_its_inputs_first_and_leaves_every_mac_record_to_the_job(
     for column, before, after, pending in ran:  # type: ignore[misc]
         assert sorted(column.tolist()) == list(range(0, 40, 2))
         assert after == before > 0 and "MAC" in pending
+
+
+def test_verify_refuses_an_unrun_part_of_a_proof_before_it_runs_any_round() -> None:
+    """A checkpoint's proof whose first part ran and whose rest was dropped: the verify that
+    follows refuses without running a round (an adversarial review found it running the MAC
+    check's rounds and the digests round first, the honest servers sending their claims'
+    digests to a cheater that had stopped between the parts)."""
+    bits = rep3.share(np.arange(64, dtype=U64) * U64(0x9E3779B97F4A7C15), binary=True)
+    values = rep3.share(np.arange(8, dtype=U64))
+
+    async def party(engine: RoundEngine) -> object:
+        s = await Spdz3.setup(engine)
+        (x,) = await s.input(values[engine.party])
+        await s.mul(x, x)  # a MAC'd product: the MAC check has records
+        b = Shared(bits[engine.party], 1, True)
+        await s.and_(b, b)
+        rest = await s.checkpoint_later()  # the proof's first part only
+        assert rest is not None  # a small proof takes 13 rounds: two parts
+        rest.close()  # type: ignore[attr-defined]  # the job stops between parts
+        before = engine.rounds
+        try:
+            await s.verify()
+        except RuntimeError as refused:
+            assert "checkpoint rounds not run" in str(refused)
+            return engine.rounds - before
+        return "verify passed"
+
+    ran = outcomes(3, party)
+    assert ran == [0, 0, 0], f"rounds a refused verify ran before refusing: {ran}"
+
+
+def test_a_check_with_both_triples_and_proofs_passes_an_honest_run() -> None:
+    """``Spdz3._check`` checks ``ands`` by triples and ``proofs`` by the proof in the same
+    rounds: with both (ANDs queued while ``proves_ands`` was off and others while it was on),
+    round 2 relays the triple terms' commitment, not the proof's (an adversarial review found
+    the proof's relayed in its place, so that an honest run failed its own commitment)."""
+    bits = rep3.share(np.arange(64, dtype=U64) * U64(0x9E3779B97F4A7C15), binary=True)
+
+    async def party(engine: RoundEngine) -> object:
+        s = await Spdz3.setup(engine)
+        b = Shared(bits[engine.party], 1, True)
+        s.proves_ands = False
+        await s.and_(b, b)  # by triples
+        s.proves_ands = True
+        await s.and_(b, b)  # by the proof
+        rest: Rounds | None = s.checkpoint_later()  # both kinds of records in one check
+        while rest is not None:
+            rest = await rest
+        return "passed"
+
+    ran = outcomes(3, party)
+    assert ran == ["passed"] * 3, ran

@@ -562,7 +562,8 @@ class Spdz3(Rep3Wide):
         self._macs.fold(self._mac_sums)
         ands, proofs = self._take_ands(prove)
         self._deferred += 1
-        return self._part(self._check(ands, None, proofs, digests=proofs is None), 0)
+        digests = bool(ands) or proofs is None  # the triples' zero claims compared at once
+        return self._part(self._check(ands, None, proofs, digests), 0)
 
     async def _part(self, steps: AsyncIterator[int], rounds: int) -> Rounds | None:
         """Run ``steps`` (a check announcing the rounds of each step before it: ``_check``)
@@ -617,9 +618,12 @@ class Spdz3(Rep3Wide):
         """Run every pending check (``pending_checks``): four rounds (three without ANDs,
         one with only inputs or only zero tests' claims, two with both); nothing when nothing
         is pending.
-        A check this method does not run would be left pending, which is refused, and so is a
+        A check this method does not run would be left pending, which is refused before any
+        round (the ANDs of a ``checkpoint_later`` whose rounds have not all run), and so is a
         verify inside ``RoundEngine.together`` (``alone``)."""
         self.engine.alone("verify")
+        if self._deferred:
+            raise RuntimeError("verify left checks pending: ['checkpoint rounds not run']")
         if self._inputs_pending():
             await self._input_check()
         if not self.pending_checks():
@@ -654,6 +658,7 @@ class Spdz3(Rep3Wide):
             # salted with the key shared with the terms' receiver (``commitment``: why)
             salt_out, salt_in = self._prev.words(4).tobytes(), self._next.words(4).tobytes()
             self._observe("triple-salt", salt_out)
+            triple_hash = len(forward)  # after the proofs' commitment, if any
             forward.append(("triple-hash", self._commitment(salt_out, triples[2][0])))
         if sums is not None:
             back.append(("mac-sum", sums))
@@ -668,7 +673,7 @@ class Spdz3(Rep3Wide):
             back.append(("coin", self._next.words(2)))
             forward.append(("coin", self._prev.words(2)))
         if triples is not None:
-            forward.append(("triple-relay", committed[0]))
+            forward.append(("triple-relay", committed[triple_hash]))
         if sums is not None:
             w_u = np.stack([sums, got[-1]], axis=1)  # (limb, slot, v): replicated w and u
             alpha_w = self._product_term(self._alpha[..., None], w_u[:, :, VALUE:VALUE + 1])
