@@ -36,8 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpcnet.errors import InputError
-from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, FIXED_BYTES, MIN_TILE_CELLS, WORD_BYTES
+from mpcnet.featsel.layout import DEFAULT_MEMORY_BUDGET, MIN_TILE_CELLS, WORD_BYTES
 from mpcnet.ops.convert import random_bits
+from mpcnet.ops.planner import FIXED_BYTES
 from mpcnet.ops.truncate import CONVERSION_BATCH, trunc
 from mpcnet.plain.logreg import DEFAULT_TRAINING, Training
 from mpcnet.schemes.base import Scheme, Shared, concat, join, split
