@@ -153,3 +153,55 @@ def test_a_shuffler_moves_every_block_of_a_table_by_the_same_permutation(scheme:
     np.testing.assert_array_equal(first[:, 1], 3 * first[:, 0])
     np.testing.assert_array_equal(second, 7 * first[:, 0] + 1)
     assert not np.array_equal(other, second)  # the other shuffle's own permutation
+
+
+@pytest.mark.parametrize("scheme", ["passive3", "active3", "active4"])
+def test_matmul_of_a_transposed_factor(scheme: str) -> None:
+    """X^T Y (the training's gradient [X~ 1]^T (P - Y), count.py's flags^T labels): the
+    transposed view's product is F-ordered (ring.matmul's einsum keeps the layout), which
+    rep3's in-place zero terms once refused (an adversarial review's find)."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-(2**40), 2**40, (7, 5))
+    b = rng.integers(-(2**40), 2**40, (7, 3))
+
+    async def body(s, a, b):  # type: ignore[no-untyped-def]
+        return await s.open(await s.matmul(a.T, b))
+
+    result = opened(run_protocol(scheme, {"a": a, "b": b}, body))
+    np.testing.assert_array_equal(result, a.view(np.uint64).T @ b.view(np.uint64))
+
+
+
+@pytest.mark.parametrize("scheme", ["passive3", "active3", "active4"])
+def test_products_of_views_scalars_and_empty_operands(scheme: str) -> None:
+    """The products as rewritten for less CPU (rep3's zero terms added in place, rep4's
+    folded diagonals, the split counts) on operands of every layout: a transposed view, a broadcast
+    row, a 1 x 1 result, an empty batch, a factor held for many
+    products (``hold_factor``) and the bit counts of ``mpcnet.ops.count`` over more than one
+    block of ``rep4._dot``'s rows."""
+    from mpcnet.ops.convert import a2b
+    from mpcnet.ops.count import bit_counts
+
+    rng = np.random.default_rng(11)
+    a = rng.integers(-(2**40), 2**40, (2100, 3))
+    b = rng.integers(-(2**40), 2**40, (2100, 3))
+    lab = np.zeros((2100, 2), dtype=np.int64)
+    lab[np.arange(2100), rng.integers(0, 2, 2100)] = 1
+
+    async def body(s, a, b, lab):  # type: ignore[no-untyped-def]
+        left = a.T  # the very object held
+        s.hold_factor(left)
+        held = await s.matmul(left, b)
+        s.drop_factors()
+        products = [held, await s.mul(a.T, b[:1].T), await s.matmul(a[:, :1].T, b[:, 1:2]),
+                    await s.mul(a[:0], b[:0]), await s.matmul(a[:0].T, b[:0])]
+        flags, classes = await bit_counts(s, await a2b(s, a), lab)
+        return tuple([await s.open(x) for x in (*products, flags, classes)])
+
+    got = opened(run_protocol(scheme, {"a": a, "b": b, "lab": lab}, body))
+    au, bu = a.view(np.uint64), b.view(np.uint64)
+    low = au & np.uint64(1)
+    want = [au.T @ bu, au.T * bu[:1].T, au[:, :1].T @ bu[:, 1:2], au[:0] * bu[:0],
+            au[:0].T @ bu[:0], low.sum(0), low.T @ lab.view(np.uint64)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

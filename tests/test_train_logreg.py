@@ -12,6 +12,7 @@ from conftest import outcomes
 from mpcnet.errors import CheatingDetected, InputError
 from mpcnet.net.engine import RoundEngine
 from mpcnet.net.local import run_local_sync
+from mpcnet.ops import truncate
 from mpcnet.plain import logreg as plain
 from mpcnet.schemes import registry
 from mpcnet.schemes.faults import FaultInjector
@@ -325,3 +326,25 @@ def test_the_layout_tiles_a_large_job_and_refuses_one_whose_shares_do_not_fit() 
     assert large.check_every == 1
     with pytest.raises(InputError, match="6,726 MiB of shares"):
         training_layout("active3", 1_000_000, 20, 1, 2 << 30)
+
+
+def test_active3_training_masks_every_truncation_with_its_own_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under active3 the training's truncation masks are made a check window ahead
+    (``logreg._masks``): every perfect truncation of an epoch gets bits of its own, never
+    the same sharing twice (two openings masked by the same r would show their difference)."""
+    seen: dict[int, list[np.ndarray]] = {}
+    perfect = truncate._trunc_perfect
+
+    async def recording(s, x, f, mask):  # type: ignore[no-untyped-def]
+        if mask is not None:
+            seen.setdefault(s.engine.party, []).append(np.array(mask.data, copy=True))
+        return await perfect(s, x, f, mask)
+
+    monkeypatch.setattr(truncate, "_trunc_perfect", recording)
+    z, codes = _dataset(2)
+    _private("active3", z, codes, 2, plain.Training(epochs=EPOCHS))
+    masks = seen[0]
+    assert len(masks) == 2 * EPOCHS  # both truncations of every epoch, premade
+    words = np.concatenate([m.reshape(-1) for m in masks])
+    assert np.unique(words).size == words.size  # no share word of a mask used twice
