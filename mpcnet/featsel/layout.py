@@ -42,6 +42,14 @@ above the shares read under passive3, active4 and active3). A sign test's bytes 
 the product used before, is 10 to 40 times more: three to fifteen times as many row blocks,
 each a few rounds (an input check, the product's output check)."""
 
+STAGGERED_BYTES_PER_CELL = {"passive3": 560, "active4": 1600}
+"""Bytes per data cell of a block where a job's blocks are staggered (``Layout.staggered``):
+a block starts every round, so about as many are in flight as a block's scoring has rounds,
+each at another of its rounds, and the figure is the sum over those rounds of what a block
+holds per cell at each (measured in process: docs/performance.md, "Staggered blocks"), not
+its peak. Settings absent (active3: a check of its ANDs after every block, whose records are
+most of its bytes) score one block after another."""
+
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
 
@@ -71,6 +79,7 @@ class Layout:
     product_rows: int  # rows of D' computed at once
     usable: int  # bytes left for blocks
     finishing: int = 1  # blocks whose statistics become fractions at once
+    staggered: bool = False  # block i's scoring starts i rounds after block 0's
 
     def figures(self, m: int, p: int) -> dict[str, int]:
         return {"block_columns": self.columns, "blocks": -(-p // self.columns),
@@ -99,13 +108,31 @@ def _even(total: int, most: int) -> int:
 
 
 def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
-           cell_cost: int = 1, per_feature: int = 0, whole_columns: bool = False) -> Layout:
+           cell_cost: int = 1, per_feature: int = 0, whole_columns: bool = False,
+           pipelined: bool = False) -> Layout:
     """The blocks for this job within ``memory_budget`` bytes, for a score that holds
     ``cell_cost`` times a sign test's bytes per cell and ``per_feature`` bytes per feature
     once its statistics are summed, and at most CHECKED_CELLS of them per block (or one
     column, for a score of ``whole_columns``); refuses a budget too small for one column, or
-    a tile of MIN_TILE_CELLS rows of it where tiles are allowed."""
-    per_cell = SCORING_BYTES_PER_CELL[setting] * cell_cost
+    a tile of MIN_TILE_CELLS rows of it where tiles are allowed. A ``pipelined`` score's
+    blocks are staggered where the setting allows (STAGGERED_BYTES_PER_CELL) and the job
+    does not fit one block."""
+    one = _layout(setting, m, p, n_classes, k, memory_budget,
+                  SCORING_BYTES_PER_CELL[setting] * cell_cost, per_feature, whole_columns)
+    if not pipelined or setting not in STAGGERED_BYTES_PER_CELL or one.columns >= p:
+        return one
+    try:
+        return _layout(setting, m, p, n_classes, k, memory_budget,
+                       STAGGERED_BYTES_PER_CELL[setting] * cell_cost, per_feature,
+                       whole_columns, staggered=True)
+    except InputError:  # too small a budget for a staggered tile: one block after another
+        return one
+
+
+def _layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
+            per_cell: int, per_feature: int, whole_columns: bool, staggered: bool = False
+            ) -> Layout:
+    """``layout`` for blocks of ``per_cell`` bytes per cell."""
     held = held_bytes(setting, m, n_classes, k) + per_feature
     usable = memory_budget - held
     smallest = (m if whole_columns else min(m, MIN_TILE_CELLS)) * per_cell
@@ -127,4 +154,4 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     columns = max(1, columns)
     blocks = -(-p // columns)
     finishing = 1 if whole_columns else min(blocks, max(1, usable // max(1, columns * per_feature)))
-    return Layout(columns, tile_rows, product_rows, usable, finishing)
+    return Layout(columns, tile_rows, product_rows, usable, finishing, staggered)
