@@ -8,6 +8,9 @@ the interpreter and the ranking (``held_bytes``). The rest of the budget goes to
 - when even one column of m rows does not, a column is scored in tiles of ``tile_rows`` rows
   (``mpcnet.featsel.msgini.class_counts``: its column sum first, then the class counts of each
   tile), so memory does not grow with m at all;
+- where the setting checks nothing per block (STAGGERED_BYTES_PER_CELL), block i starts i
+  rounds after block 0 (``Layout.staggered``), so that about as many blocks are in flight as a
+  block has rounds, and a block's cells are counted at what it holds over all its rounds;
 - D' = D x T is computed ``product_rows`` rows at a time;
 - the per-feature step that turns a block's statistics into fractions runs for ``finishing``
   blocks at once, their rounds together (``RoundEngine.together``), as many as the per-feature
@@ -46,9 +49,12 @@ STAGGERED_BYTES_PER_CELL = {"passive3": 560, "active4": 1600}
 """Bytes per data cell of a block where a job's blocks are staggered (``Layout.staggered``):
 a block starts every round, so about as many are in flight as a block's scoring has rounds,
 each at another of its rounds, and the figure is the sum over those rounds of what a block
-holds per cell at each (measured in process: docs/performance.md, "Staggered blocks"), not
-its peak. Settings absent (active3: a check of its ANDs after every block, whose records are
-most of its bytes) score one block after another."""
+holds per cell at each, not its peak. Measured in process (tracemalloc, per party, at the
+steady state of 25 staggered blocks, the block freed once its sign tests' input is made):
+passive3 453-472 bytes per cell (blocks of 50,000 x 4; one block alone peaks at 130), active4
+1,326-1,339 (50,000 x 2; alone 325); counted a fifth more for the bundles' copies in the
+transport (docs/performance.md, "Staggered blocks"). Settings absent (active3: a check of its
+ANDs after every block, whose records are most of its bytes) score one block after another."""
 
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
@@ -84,6 +90,7 @@ class Layout:
     def figures(self, m: int, p: int) -> dict[str, int]:
         return {"block_columns": self.columns, "blocks": -(-p // self.columns),
                 "blocks_finished_together": self.finishing,
+                "blocks_staggered": int(self.staggered),
                 "tile_rows": self.tile_rows, "tiles": -(-m // self.tile_rows),
                 "row_blocks": -(-m // self.product_rows)}
 
