@@ -21,6 +21,15 @@ from mpcnet.plain.select import topk_fraction
 EXPECTED = json.loads((ROOT / "data" / "expected_msgini.json").read_text())
 
 
+
+@pytest.fixture(autouse=True)
+def _staggered_figure_near_passive3s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """active4's staggered figure is 4.8 times its one-block figure (passive3's: 2.2), so the
+    small budgets here, cut for a few staggered blocks, would fit the whole job in one block
+    one after another; these tests use a ratio like passive3's (the mechanism, not the
+    figure, is what they test: tests/test_layout.py has the figures)."""
+    monkeypatch.setitem(STAGGERED_BYTES_PER_CELL, "active4", 1200)
+
 def private_selection(scheme: str, ds: EncodedDataset,
                       k: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Run pi_GINI-FS on ``ds``; return D', the selected exponents and party 0's report."""
@@ -268,17 +277,17 @@ def test_the_blocks_fractions_share_their_rounds(scheme: str,
 @pytest.mark.parametrize("scheme", ["passive3", "active4"])
 def test_staggered_blocks_cost_one_round_each(scheme: str) -> None:
     """Where no check runs per block (``layout.STAGGERED_BYTES_PER_CELL``), block i's scoring
-    starts i rounds after block 0's: 12 blocks of one column take exactly 8 scoring rounds more
-    than 4 blocks of three (one after another they took a block's dozen rounds each), and
+    starts i rounds after block 0's: 12 blocks of one column take exactly 6 scoring rounds more
+    than 6 blocks of two (one after another they took a block's dozen rounds each), and
     select what the plaintext selects."""
     ds = _synthetic(300, 12, 3, seed=12)
     k = 4
     runs = {}
-    for columns in (1, 3):
+    for columns in (1, 2):
         budget = held_bytes(scheme, 300, 3, k) + columns * 300 * block_cell_bytes(scheme)
         run = select_in_process(scheme, ds.values, ds.label_matrix, 3, k, ds.exponents,
                                 memory_budget=budget)
         assert run.plan["block_columns"] == columns and run.plan["blocks"] == 12 // columns
         np.testing.assert_array_equal(run.reduced, ds.values[:, plain_selection(ds, k)])
         runs[columns] = run.report["phases"]["scoring"]["rounds"]
-    assert runs[1] - runs[3] == 8
+    assert runs[1] - runs[2] == 6

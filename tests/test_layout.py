@@ -42,13 +42,16 @@ def test_blocks_are_staggered_only_where_no_check_runs_per_block_and_one_block_i
     """A staggered block's cells are counted at STAGGERED_BYTES_PER_CELL, which the budget
     divides; a job that fits one block, a score that is not pipelined and active3 are not
     staggered."""
-    for setting in ("passive3", "active4"):
+    for setting, m in (("passive3", 1_000_000), ("active4", 300_000)):
         one = layout(setting, 8378, 122, 2, 67, DEFAULT_MEMORY_BUDGET, pipelined=True)
         assert one.columns == 122 and not one.staggered
-        big = layout(setting, 1_000_000, 100, 2, 10, DEFAULT_MEMORY_BUDGET, pipelined=True)
-        assert big.staggered and big.tile_rows == 1_000_000
-        assert big.columns == big.usable // (1_000_000 * STAGGERED_BYTES_PER_CELL[setting])
-        assert not layout(setting, 1_000_000, 100, 2, 10, DEFAULT_MEMORY_BUDGET).staggered
+        big = layout(setting, m, 100, 2, 10, DEFAULT_MEMORY_BUDGET, pipelined=True)
+        assert big.staggered and big.tile_rows == m
+        assert big.columns == big.usable // (m * STAGGERED_BYTES_PER_CELL[setting])
+        assert not layout(setting, m, 100, 2, 10, DEFAULT_MEMORY_BUDGET).staggered
+    # active4 at 10^6 rows: staggered blocks would be tiles, one after another 3 columns
+    whole = layout("active4", 1_000_000, 100, 2, 10, DEFAULT_MEMORY_BUDGET, pipelined=True)
+    assert not whole.staggered and whole.columns == 3
     assert "active3" not in STAGGERED_BYTES_PER_CELL
     assert not layout("active3", 1_000_000, 100, 2, 10, DEFAULT_MEMORY_BUDGET,
                       pipelined=True).staggered

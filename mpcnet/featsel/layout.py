@@ -45,16 +45,20 @@ above the shares read under passive3, active4 and active3). A sign test's bytes 
 the product used before, is 10 to 40 times more: three to fifteen times as many row blocks,
 each a few rounds (an input check, the product's output check)."""
 
-STAGGERED_BYTES_PER_CELL = {"passive3": 560, "active4": 1600}
+STAGGERED_BYTES_PER_CELL = {"passive3": 560, "active4": 2400}
 """Bytes per data cell of a block where a job's blocks are staggered (``Layout.staggered``):
 a block starts every round, so about as many are in flight as a block's scoring has rounds,
 each at another of its rounds, and the figure is the sum over those rounds of what a block
 holds per cell at each, not its peak. Measured in process (tracemalloc, per party, at the
 steady state of 25 staggered blocks, the block freed once its sign tests' input is made):
 passive3 453-472 bytes per cell (blocks of 50,000 x 4; one block alone peaks at 130), active4
-1,326-1,339 (50,000 x 2; alone 325); counted a fifth more for the bundles' copies in the
-transport (docs/performance.md, "Staggered blocks"). Settings absent (active3: a check of its
-ANDs after every block, whose records are most of its bytes) score one block after another."""
+1,326-1,339 (50,000 x 2; alone 325). The servers hold more, the bundles' copies in the TLS
+transport: at 10^6 x 100 about 540 under passive3 (2.07 GB peak per server) and about 2,100
+under active4 (blocks of one column counted at 1,600 peaked at 2.23-2.56 GB, over the 2 GiB
+budget: docs/performance.md, "Staggered blocks"). A job whose staggered blocks would have to be tiles
+of rows where blocks one after another are whole columns is not staggered (the tiles' column
+sums are steps of their own). Settings absent (active3: a check of its ANDs after every
+block, whose records are most of its bytes) score one block after another."""
 
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
@@ -129,11 +133,12 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     if not pipelined or setting not in STAGGERED_BYTES_PER_CELL or one.columns >= p:
         return one
     try:
-        return _layout(setting, m, p, n_classes, k, memory_budget,
-                       STAGGERED_BYTES_PER_CELL[setting] * cell_cost, per_feature,
-                       whole_columns, staggered=True)
+        staggered = _layout(setting, m, p, n_classes, k, memory_budget,
+                            STAGGERED_BYTES_PER_CELL[setting] * cell_cost, per_feature,
+                            whole_columns, staggered=True)
     except InputError:  # too small a budget for a staggered tile: one block after another
         return one
+    return one if staggered.tile_rows < m <= one.tile_rows else staggered
 
 
 def _layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
