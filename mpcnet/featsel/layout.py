@@ -55,9 +55,9 @@ passive3 453-472 bytes per cell (blocks of 50,000 x 4; one block alone peaks at 
 1,326-1,339 (50,000 x 2; alone 325). The servers hold more, the bundles' copies in the TLS
 transport: at 10^6 x 100 about 540 under passive3 (2.07 GB peak per server) and about 2,100
 under active4 (blocks of one column counted at 1,600 peaked at 2.23-2.56 GB, over the 2 GiB
-budget: docs/performance.md, "Staggered blocks"). A job whose staggered blocks would have to be tiles
-of rows where blocks one after another are whole columns is not staggered (the tiles' column
-sums are steps of their own). Settings absent (active3: a check of its ANDs after every
+budget: docs/performance.md, "Staggered blocks"). A job whose staggered blocks would have
+to be tiles of rows where blocks one after another are whole columns is not staggered (the
+tiles' column sums are steps of their own). Settings absent (active3: a check of its ANDs after every
 block, whose records are most of its bytes) score one block after another."""
 
 FIXED_BYTES = 256 << 20
