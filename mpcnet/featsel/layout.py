@@ -57,8 +57,8 @@ transport: at 10^6 x 100 about 540 under passive3 (2.07 GB peak per server) and 
 under active4 (blocks of one column counted at 1,600 peaked at 2.23-2.56 GB, over the 2 GiB
 budget: docs/performance.md, "Staggered blocks"). A job whose staggered blocks would have
 to be tiles of rows where blocks one after another are whole columns is not staggered (the
-tiles' column sums are steps of their own). Settings absent (active3: a check of its ANDs after every
-block, whose records are most of its bytes) score one block after another."""
+tiles' column sums are steps of their own). Settings absent (active3: a check of its ANDs
+after every block, whose records are most of its bytes) score one block after another."""
 
 FIXED_BYTES = 256 << 20
 """The interpreter, the ranking of the scores and the rest of a job's small state."""
