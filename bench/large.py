@@ -183,6 +183,7 @@ def _plan_text(plan: dict[str, Any] | None) -> str:
     return (f"{plan['method']}, {plan['comparisons']:,} comparisons, {plan['levels']} level(s), "
             f"{plan['blocks']} column block(s)"
             + (f" in {plan['tiles']} tiles of rows each" if plan.get("tiles", 1) > 1 else "")
+            + (" staggered" if plan.get("blocks_staggered") else "")
             + f", {plan.get('row_blocks', 1)} row block(s)")
 
 

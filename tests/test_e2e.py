@@ -687,11 +687,12 @@ def test_four_servers_active4(tmp_path: Path, files: dict[str, Path]) -> None:
         assert model["columns"] == ["f1", "f2", "f3", "f4"] and len(model["scale"]) == 4
 
 
-@pytest.mark.parametrize("security", ["passive3", "active3"])
+@pytest.mark.parametrize("security", ["passive3", "active4", "active3"])
 def test_a_job_in_blocks_bundles_its_rounds_over_tls(tmp_path: Path, security: str) -> None:
     """A memory budget that cuts the job into blocks: the blocks' fractions share their rounds
-    (``RoundEngine.together``, bundles of arrays over real TLS links) and D' equals the
-    plaintext selection."""
+    (``RoundEngine.together``, bundles of arrays over real TLS links), passive3's and
+    active4's blocks are staggered (``RoundEngine.staggered``), and D' equals the plaintext
+    selection."""
     from reliability_common import plaintext
 
     rng = np.random.default_rng(7)
@@ -704,7 +705,7 @@ def test_a_job_in_blocks_bundles_its_rounds_over_tls(tmp_path: Path, security: s
         out.writerow([f"f{j}" for j in range(p)] + ["label"])
         out.writerows([*row, f"c{c}"] for row, c in zip(values.tolist(), labels, strict=True))
     folder = tmp_path / "deploy"
-    cfg = write_config(folder, 3)
+    cfg = write_config(folder, 4 if security == "active4" else 3)
     cfg.write_text(cfg.read_text().replace("[deployment]\n",
                                            '[deployment]\nmemory_budget = "280 MiB"\n', 1))
     with LocalCluster(folder, config_path=cfg) as c:
@@ -717,5 +718,6 @@ def test_a_job_in_blocks_bundles_its_rounds_over_tls(tmp_path: Path, security: s
         ok(c.client("analyst", "fetch", "--result", "big-r", "--out", str(target)))
     plan = job["figures"]["plan"]
     assert plan["blocks"] > 1 and plan["blocks_finished_together"] == plan["blocks"]
+    assert plan["blocks_staggered"] == (security != "active3")
     np.testing.assert_array_equal(_reduced(target)[1].astype(np.float64),
                                   plaintext([source], k))

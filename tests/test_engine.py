@@ -125,6 +125,54 @@ def test_together_nests_and_a_lone_member_is_not_bundled() -> None:
         assert lone_bytes == 24  # the array itself, no bundle index
 
 
+def test_staggered_members_start_a_round_apart_and_cost_n_minus_one_plus_their_rounds() -> None:
+    """Member i starts i rounds after member 0: 4 members of 3 rounds cost 3 + 3 rounds, not
+    12 (one after another) nor 3 (all at once), and in every round at most 3 are in flight."""
+    async def party(engine: RoundEngine):  # type: ignore[no-untyped-def]
+        live: list[int] = []
+        started: list[int] = []
+
+        async def member(tag: int) -> list[tuple[int, ...]]:
+            started.append(engine.rounds)
+            live.append(tag)
+            try:
+                return await _ring_job(engine, tag, 3)
+            finally:
+                live.remove(tag)
+
+        async def watch() -> int:  # the most members in flight at a round
+            most = 0
+            for _ in range(6):
+                most = max(most, len(live))
+                await engine.idle()
+            return most
+
+        results, most = await engine.together(
+            engine.staggered(*(member(t) for t in range(4))), watch())
+        return results, started, most, engine.report()
+
+    for me, (results, started, most, report) in enumerate(run_local_sync(3, party)):
+        prev = (me - 1) % 3
+        assert results == [[(t, r, prev) for r in range(3)] for t in range(4)]
+        assert started == [0, 1, 2, 3] and most == 3
+        assert report["rounds"] == 6
+
+
+def test_idle_outside_a_group_and_a_round_of_idle_members_cost_nothing() -> None:
+    async def party(engine: RoundEngine):  # type: ignore[no-untyped-def]
+        await engine.idle()
+
+        async def idle_twice() -> None:
+            await engine.idle()
+            await engine.idle()
+
+        await engine.together(idle_twice())
+        await engine.together(idle_twice(), idle_twice())
+        return engine.rounds
+
+    assert run_local_sync(3, party) == [0, 0, 0]
+
+
 def test_together_a_failing_member_stops_the_others() -> None:
     async def party(engine: RoundEngine):  # type: ignore[no-untyped-def]
         async def fails() -> None:

@@ -12,7 +12,7 @@ from conftest import ROOT, run_protocol
 from mpcnet.dataset import read_bundled
 from mpcnet.encoded import EncodedDataset, encode_table
 from mpcnet.errors import InputError
-from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, held_bytes
+from mpcnet.featsel.layout import SCORING_BYTES_PER_CELL, STAGGERED_BYTES_PER_CELL, held_bytes
 from mpcnet.featsel.local import select_in_process
 from mpcnet.featsel.scores import SCORES
 from mpcnet.plain.scores import msgini_fraction
@@ -21,11 +21,25 @@ from mpcnet.plain.select import topk_fraction
 EXPECTED = json.loads((ROOT / "data" / "expected_msgini.json").read_text())
 
 
+
+@pytest.fixture(autouse=True)
+def _staggered_figure_near_passive3s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """active4's staggered figure is 4.8 times its one-block figure (passive3's: 2.2), so the
+    small budgets here, cut for a few staggered blocks, would fit the whole job in one block
+    one after another; these tests use a ratio like passive3's (the mechanism, not the
+    figure, is what they test: tests/test_layout.py has the figures)."""
+    monkeypatch.setitem(STAGGERED_BYTES_PER_CELL, "active4", 1200)
+
 def private_selection(scheme: str, ds: EncodedDataset,
                       k: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Run pi_GINI-FS on ``ds``; return D', the selected exponents and party 0's report."""
     run = select_in_process(scheme, ds.values, ds.label_matrix, ds.n_classes, k, ds.exponents)
     return run.reduced, run.exponents, run.report
+
+
+def block_cell_bytes(scheme: str) -> int:
+    """The layout's bytes per cell of a block in a job of several blocks of MS-GINI."""
+    return STAGGERED_BYTES_PER_CELL.get(scheme, SCORING_BYTES_PER_CELL[scheme])
 
 
 def plain_selection(ds: EncodedDataset, k: int) -> list[int]:
@@ -160,7 +174,7 @@ def test_network_and_blocks_give_the_same_selection(scheme: str, name: str) -> N
     ds = encode_table(read_bundled(name))
     expected = EXPECTED[name]
     m, k = ds.values.shape[0], expected["k"]
-    budget = held_bytes(scheme, m, ds.n_classes, k) + 7 * m * SCORING_BYTES_PER_CELL[scheme]
+    budget = held_bytes(scheme, m, ds.n_classes, k) + 7 * m * block_cell_bytes(scheme)
     run = select_in_process(scheme, ds.values, ds.label_matrix, ds.n_classes, expected["k"],
                             ds.exponents, method="network", memory_budget=budget)
     assert run.plan["method"] == "network" and run.plan["block_columns"] == 7
@@ -178,7 +192,7 @@ def test_columns_too_long_for_the_budget_are_scored_in_tiles_of_rows(
     monkeypatch.setattr(layout, "MIN_TILE_CELLS", 16)
     ds = _synthetic(300, 6, n_classes, seed=30 + n_classes)
     k = 3
-    budget = held_bytes(scheme, 300, n_classes, k) + 70 * SCORING_BYTES_PER_CELL[scheme]
+    budget = held_bytes(scheme, 300, n_classes, k) + 70 * block_cell_bytes(scheme)
     run = select_in_process(scheme, ds.values, ds.label_matrix, n_classes, k, ds.exponents,
                             memory_budget=budget)
     assert run.plan["tile_rows"] == 60 and run.plan["block_columns"] == 1  # 5 tiles, <= 70
@@ -243,7 +257,7 @@ def test_the_blocks_fractions_share_their_rounds(scheme: str,
 
     ds = _synthetic(300, 12, 3, seed=12)
     k = 4
-    budget = held_bytes(scheme, 300, 3, k) + 3 * 300 * SCORING_BYTES_PER_CELL[scheme]
+    budget = held_bytes(scheme, 300, 3, k) + 3 * 300 * block_cell_bytes(scheme)
     shared = select_in_process(scheme, ds.values, ds.label_matrix, 3, k, ds.exponents,
                                memory_budget=budget)
     assert shared.plan["blocks"] == 4 and shared.plan["blocks_finished_together"] == 4
@@ -258,3 +272,22 @@ def test_the_blocks_fractions_share_their_rounds(scheme: str,
     assert alone.report["rounds"] - shared.report["rounds"] == 3 * fractions
     np.testing.assert_array_equal(shared.reduced, alone.reduced)
     np.testing.assert_array_equal(shared.reduced, ds.values[:, plain_selection(ds, k)])
+
+
+@pytest.mark.parametrize("scheme", ["passive3", "active4"])
+def test_staggered_blocks_cost_one_round_each(scheme: str) -> None:
+    """Where no check runs per block (``layout.STAGGERED_BYTES_PER_CELL``), block i's scoring
+    starts i rounds after block 0's: 12 blocks of one column take exactly 6 scoring rounds more
+    than 6 blocks of two (one after another they took a block's dozen rounds each), and
+    select what the plaintext selects."""
+    ds = _synthetic(300, 12, 3, seed=12)
+    k = 4
+    runs = {}
+    for columns in (1, 2):
+        budget = held_bytes(scheme, 300, 3, k) + columns * 300 * block_cell_bytes(scheme)
+        run = select_in_process(scheme, ds.values, ds.label_matrix, 3, k, ds.exponents,
+                                memory_budget=budget)
+        assert run.plan["block_columns"] == columns and run.plan["blocks"] == 12 // columns
+        np.testing.assert_array_equal(run.reduced, ds.values[:, plain_selection(ds, k)])
+        runs[columns] = run.report["phases"]["scoring"]["rounds"]
+    assert runs[1] - runs[2] == 6

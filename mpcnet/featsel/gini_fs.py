@@ -11,7 +11,8 @@ checks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -74,7 +75,8 @@ async def select_stored(s: Scheme, data: ShareSource, labels: np.ndarray, n_clas
     m, p = data.shape[-2:]
     scoring = score(score_name)
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
-                 scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)
+                 scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns,
+                 scoring.pipelined)
     # the labels are input as the data are (value-only for the mean-split scores, whose
     # statistics only take a product of them with authenticated flags; their MACs are made
     # beside the first block), with one input check for both
@@ -135,7 +137,8 @@ async def _select(s: Scheme, data: Blocks, labels: Shared | np.ndarray, n_classe
         raise InputError(f"k must be between 1 and {p} for {p} features, got {k}")
     scoring.check_rows(m, n_classes)
     cut = layout(s.name, m, p, n_classes, k, memory_budget, scoring.cell_cost,
-                 scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns)
+                 scoring.feature_bytes(s.name, m, n_classes), scoring.whole_columns,
+                 scoring.pipelined)
     topk = planner.choose(s.name, p, k, lambda ties: scoring.limb_plan(m, n_classes, ties),
                           cut.usable, method)
     with s.engine.phase("scoring"):
@@ -205,12 +208,15 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, labe
     (``Scheme.refresh``) beside it, the first block's class counts taking them value-only (a
     product with authenticated flags).
 
-    A job of several steps checkpoints after each. The steps are pipelined: step i's
-    rounds travel with step i+1's input and step i-1's checkpoint (``RoundEngine.together``),
-    so each step costs its own rounds only, whatever its input and check take (a check that
-    runs in parts has its next part beside step i+2); a score whose statistics checkpoint
-    themselves (``Score.pipelined`` false) runs them one after another.
-    Each group holds one step's sign tests and the previous step's check records."""
+    Where the setting checks nothing per block (``Layout.staggered``: passive3, active4), step
+    i starts i rounds after step 0 (``_staggered``), so a job of n steps of L rounds costs
+    n - 1 + L rounds. Elsewhere (active3) a job of several steps checkpoints after each, and
+    the steps are pipelined: step i's rounds travel with step i+1's input and step i-1's
+    checkpoint (``RoundEngine.together``), so each step costs its own rounds only, whatever
+    its input and check take (a check that runs in parts has its next part beside step i+2);
+    a score whose statistics checkpoint themselves (``Score.pipelined`` false) runs them one
+    after another. Each group holds one step's sign tests and the previous step's check
+    records."""
     m = data.shape[0]
     tiles = [slice(start, min(m, start + cut.tile_rows)) for start in range(0, m, cut.tile_rows)]
     steps: list[tuple[slice, slice, bool]] = []  # (rows, columns, column sums only)
@@ -231,8 +237,9 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, labe
                                                                                tile_sums)
         if sums_only:
             return
-        tile_stats = await scoring.statistics(s, block, labels[rows],
-                                              column_sums.get(columns.start), m)
+        counting = scoring.statistics(s, block, labels[rows], column_sums.get(columns.start), m)
+        del block  # the statistics may free it before their last round
+        tile_stats = await counting
         before_stats = stats.get(columns.start)
         stats[columns.start] = tile_stats if before_stats is None else tuple(
             s.add(x, y) for x, y in zip(before_stats, tile_stats, strict=True))
@@ -249,6 +256,12 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, labe
                    else _given(labels))
     block, given = await s.engine.together(read(0), label_input)
     block, (first_labels,) = cast(Shared, block), cast(list[Shared], given)
+    if cut.staggered and scoring.pipelined:
+        held = [block]  # step 0's, freed when it is done
+        del block
+        with_macs, products = await _staggered(s, steps, held, first_labels, read, step,
+                                               labelled)
+        return products, with_macs, [stats[columns.start] for columns in blocks], []
     one_hot: Shared | None = None
     current = first_labels  # value-only in the first step without label_macs
     checks: list[Rounds] = []
@@ -274,6 +287,41 @@ async def _statistics(s: Scheme, data: Blocks, labels: Shared | np.ndarray, labe
             checks.append(s.checkpoint_later())
     assert one_hot is not None
     return one_hot, current, [stats[columns.start] for columns in blocks], checks
+
+
+async def _staggered(s: Scheme, steps: list[tuple[slice, slice, bool]], held: list[Shared],
+                     value_only: Shared, read: Callable[[int], Awaitable[Shared]],
+                     step: Callable[[Shared, Shared, slice, slice, bool], Awaitable[None]],
+                     labelled: Callable[[Shared], Awaitable[tuple[Shared, Shared]]]
+                     ) -> tuple[Shared, Shared]:
+    """The scoring steps of a setting with no check per block (``Layout.staggered``), step i
+    starting i rounds after step 0 (``RoundEngine.staggered``): about as many blocks in
+    flight as a step has rounds, each at another of its rounds, which the layout's bytes
+    per cell count. Step 0 takes the block ``held`` (read already) and the labels
+    value-only, as in ``_statistics``; a later step waits for the labels with their MACs
+    and, for a tile's class counts, until every tile of its column is summed (a step never
+    waits for one after it, so the schedule cannot stall). Returns the labels with MACs and
+    the one-hot products."""
+    made: list[tuple[Shared, Shared]] = []
+    sums = Counter(columns.start for _, columns, sums_only in steps if sums_only)
+    summed: Counter[int] = Counter()
+
+    async def labels() -> None:
+        made.append(await labelled(value_only))
+
+    async def run(i: int) -> None:
+        rows, columns, sums_only = steps[i]
+        if i == 0:
+            await step(held.pop(), value_only, rows, columns, sums_only)
+        else:
+            while not made or (not sums_only and summed[columns.start] < sums[columns.start]):
+                await s.engine.idle()
+            await step(await read(i), made[0][0], rows, columns, sums_only)
+        if sums_only:
+            summed[columns.start] += 1
+
+    await s.engine.together(labels(), s.engine.staggered(*(run(i) for i in range(len(steps)))))
+    return made[0]
 
 
 async def _fractions(s: Scheme, stats: list[tuple[Shared, ...]], labels: Shared, m: int,

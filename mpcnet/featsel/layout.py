@@ -8,6 +8,9 @@ the interpreter and the ranking (``held_bytes``). The rest of the budget goes to
 - when even one column of m rows does not, a column is scored in tiles of ``tile_rows`` rows
   (``mpcnet.featsel.msgini.class_counts``: its column sum first, then the class counts of each
   tile), so memory does not grow with m at all;
+- where the setting checks nothing per block (STAGGERED_BYTES_PER_CELL), block i starts i
+  rounds after block 0 (``Layout.staggered``), so that about as many blocks are in flight as a
+  block has rounds, and a block's cells are counted at what it holds over all its rounds;
 - D' = D x T is computed ``product_rows`` rows at a time;
 - the per-feature step that turns a block's statistics into fractions runs for ``finishing``
   blocks at once, their rounds together (``RoundEngine.together``), as many as the per-feature
@@ -42,6 +45,21 @@ above the shares read under passive3, active4 and active3). A sign test's bytes 
 the product used before, is 10 to 40 times more: three to fifteen times as many row blocks,
 each a few rounds (an input check, the product's output check)."""
 
+STAGGERED_BYTES_PER_CELL = {"passive3": 560, "active4": 2400}
+"""Bytes per data cell of a block where a job's blocks are staggered (``Layout.staggered``):
+a block starts every round, so about as many are in flight as a block's scoring has rounds,
+each at another of its rounds, and the figure is the sum over those rounds of what a block
+holds per cell at each, not its peak. Measured in process (tracemalloc, per party, at the
+steady state of 25 staggered blocks, the block freed once its sign tests' input is made):
+passive3 453-472 bytes per cell (blocks of 50,000 x 4; one block alone peaks at 130), active4
+1,326-1,339 (50,000 x 2; alone 325). The servers hold more, the bundles' copies in the TLS
+transport: at 10^6 x 100 about 540 under passive3 (2.07 GB peak per server) and about 2,100
+under active4 (blocks of one column counted at 1,600 peaked at 2.23-2.56 GB, over the 2 GiB
+budget: docs/performance.md, "Staggered blocks"). A job whose staggered blocks would have
+to be tiles of rows where blocks one after another are whole columns is not staggered (the
+tiles' column sums are steps of their own). Settings absent (active3: a check of its ANDs
+after every block, whose records are most of its bytes) score one block after another."""
+
 CHECKED_CELLS = {"active3": 3 << 17}
 """Most cells scored in one block where every block ends with a check of its ANDs (active3's
 ``checkpoint``). MS-GINI's sign test queues about 3.5 AND words per cell, and an AND check costs
@@ -68,10 +86,12 @@ class Layout:
     product_rows: int  # rows of D' computed at once
     usable: int  # bytes left for blocks
     finishing: int = 1  # blocks whose statistics become fractions at once
+    staggered: bool = False  # block i's scoring starts i rounds after block 0's
 
     def figures(self, m: int, p: int) -> dict[str, int]:
         return {"block_columns": self.columns, "blocks": -(-p // self.columns),
                 "blocks_finished_together": self.finishing,
+                "blocks_staggered": int(self.staggered),
                 "tile_rows": self.tile_rows, "tiles": -(-m // self.tile_rows),
                 "row_blocks": -(-m // self.product_rows)}
 
@@ -96,13 +116,32 @@ def _even(total: int, most: int) -> int:
 
 
 def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
-           cell_cost: int = 1, per_feature: int = 0, whole_columns: bool = False) -> Layout:
+           cell_cost: int = 1, per_feature: int = 0, whole_columns: bool = False,
+           pipelined: bool = False) -> Layout:
     """The blocks for this job within ``memory_budget`` bytes, for a score that holds
     ``cell_cost`` times a sign test's bytes per cell and ``per_feature`` bytes per feature
     once its statistics are summed, and at most CHECKED_CELLS of them per block (or one
     column, for a score of ``whole_columns``); refuses a budget too small for one column, or
-    a tile of MIN_TILE_CELLS rows of it where tiles are allowed."""
-    per_cell = SCORING_BYTES_PER_CELL[setting] * cell_cost
+    a tile of MIN_TILE_CELLS rows of it where tiles are allowed. A ``pipelined`` score's
+    blocks are staggered where the setting allows (STAGGERED_BYTES_PER_CELL) and the job
+    does not fit one block."""
+    one = _layout(setting, m, p, n_classes, k, memory_budget,
+                  SCORING_BYTES_PER_CELL[setting] * cell_cost, per_feature, whole_columns)
+    if not pipelined or setting not in STAGGERED_BYTES_PER_CELL or one.columns >= p:
+        return one
+    try:
+        staggered = _layout(setting, m, p, n_classes, k, memory_budget,
+                            STAGGERED_BYTES_PER_CELL[setting] * cell_cost, per_feature,
+                            whole_columns, staggered=True)
+    except InputError:  # too small a budget for a staggered tile: one block after another
+        return one
+    return one if staggered.tile_rows < m <= one.tile_rows else staggered
+
+
+def _layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: int,
+            per_cell: int, per_feature: int, whole_columns: bool, staggered: bool = False
+            ) -> Layout:
+    """``layout`` for blocks of ``per_cell`` bytes per cell."""
     held = held_bytes(setting, m, n_classes, k) + per_feature
     usable = memory_budget - held
     smallest = (m if whole_columns else min(m, MIN_TILE_CELLS)) * per_cell
@@ -124,4 +163,4 @@ def layout(setting: str, m: int, p: int, n_classes: int, k: int, memory_budget: 
     columns = max(1, columns)
     blocks = -(-p // columns)
     finishing = 1 if whole_columns else min(blocks, max(1, usable // max(1, columns * per_feature)))
-    return Layout(columns, tile_rows, product_rows, usable, finishing)
+    return Layout(columns, tile_rows, product_rows, usable, finishing, staggered)

@@ -108,9 +108,12 @@ async def class_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Sha
     """b and B (p x (n-1)) over the rows of ``data`` (some rows of the m, with their rows of
     ``labels``), given the column sums S over all m rows: counts of tiles of rows add up."""
     rows, p = data.shape
-    # Protocol 2, lines 1 and 4: flag_ij = [theta_j < f_ij] = [S_j - m*f_ij < 0].
-    flags = await msb(s, s.sub(column_sums.reshape(1, p).broadcast_to((rows, p)),
-                               s.mul_public(data, m)))
+    # Protocol 2, lines 1 and 4: flag_ij = [theta_j < f_ij] = [S_j - m*f_ij < 0]. The block
+    # is dropped here: where the caller holds no other reference (gini_fs's staggered
+    # steps), it is freed before the sign tests' rounds instead of after them.
+    below = [s.sub(column_sums.reshape(1, p).broadcast_to((rows, p)), s.mul_public(data, m))]
+    del data
+    flags = await msb(s, below.pop())
     # Lines 5-11: b = sum of flags, B[c] = sum of flag * L[., c], the flags converted to
     # ring elements only inside these sums (mpcnet.ops.count).
     return await bit_counts(s, flags, labels)

@@ -61,7 +61,9 @@ class Score:
 async def _split_counts(s: Scheme, data: Shared, labels: Shared, column_sums: Shared | None,
                         m: int) -> tuple[Shared, ...]:
     assert column_sums is not None
-    return await msgini.class_counts(s, data, labels, column_sums, m)
+    counts = msgini.class_counts(s, data, labels, column_sums, m)
+    del data  # class_counts frees the block once it is done with it
+    return await counts
 
 
 def _of_counts(of_counts: Callable[..., Awaitable[Fractions]]) -> OfStatistics:

@@ -208,19 +208,40 @@ class RoundEngine:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def staggered(self, *jobs: Awaitable[T]) -> list[T]:
+        """``together`` with member i starting i rounds after the first (``idle`` rounds
+        before it): the r-th round of member i travels with the (r + 1)-th of member i - 1,
+        so n members of L rounds each cost n - 1 + L rounds, and only about L of them are
+        in flight at once (a large job's blocks: docs/design.md, "Rounds that do not grow
+        with the data"). A member is not started before its turn, so it holds nothing
+        until then."""
+        return await self.together(*(self._after(i, job) for i, job in enumerate(jobs)))
+
+    async def _after(self, rounds: int, job: Awaitable[T]) -> T:
+        for _ in range(rounds):
+            await self.idle()
+        return await job
+
+    async def idle(self) -> None:
+        """Sit out one round of the ``together`` group the current task is a member of (a
+        round in which no member sends anything costs nothing); nothing outside a group."""
+        if _MEMBER.get() is not None:
+            await self.exchange({}, [])
+
     async def _group_round(self, requests: dict[int, _Request]) -> dict[int, dict[int, np.ndarray]]:
         """The one round of the waiting members: to each peer a bundle of the arrays the
         members send it (tagged with the member's index), and from each peer the bundle of
         what it sends the members that expect it. A lone member's round is not bundled (both
         ends know the group's size). A round in which nobody sends or receives is free."""
-        if len(requests) == 1:
-            ((index, only),) = requests.items()
-            return {index: await self.exchange(only.sends, only.sources)}
         peers = sorted({p for r in requests.values() for p in r.sends})
         sources = sorted({p for r in requests.values() for p in r.sources})
         answers: dict[int, dict[int, np.ndarray]] = {i: {} for i in requests}
-        if not peers and not sources:
+        if not peers and not sources:  # inside another group's member, the outer round
+            await self.idle()  # goes on too (its other members may be what this one awaits)
             return answers
+        if len(requests) == 1:
+            ((index, only),) = requests.items()
+            return {index: await self.exchange(only.sends, only.sources)}
         sends = {p: bundle.pack({i: r.sends[p] for i, r in sorted(requests.items())
                                  if p in r.sends}) for p in peers}
         got = await self.exchange(sends, sources)
